@@ -25,6 +25,7 @@ from rewards import RewardResult
 from tasks import Task, ToolCall, Trajectory, Turn
 
 RESET_OPTIONS = frozenset({"task", "difficulty"})
+PROMPT_STYLES = ("full", "task")
 MAX_ACTION_SPACE_CHARS = 1 << 20
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 """``(observation, reward, terminated, truncated, info)``."""
@@ -42,6 +43,9 @@ class TextEnv(gym.Env[str, str], ABC):
         max_tool_calls_per_turn: Most tool calls in one action.
         max_observation_chars: Observations are cut to this length (and say so).
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the transcript).
+        prompt_style: ``"full"``: instructions, the tools and the task; ``"task"``: the task text only, for a
+            model trained on this env that needs no instructions, or a chat template that renders
+            ``info["tools"]`` itself.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
@@ -49,11 +53,14 @@ class TextEnv(gym.Env[str, str], ABC):
 
     def __init__(self, tasks: Sequence[Task], *, max_action_chars: int = 32_768,
                  max_tool_calls_per_turn: int = 4, max_observation_chars: int = 32_768,
-                 render_mode: str | None = None) -> None:
+                 render_mode: str | None = None, prompt_style: str = "full") -> None:
         if not tasks:
             raise EnvConfigError(f"{self.env_name}: expected at least one task, got none")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise EnvConfigError(f"render_mode: expected None or 'ansi', got {render_mode!r}")
+        if prompt_style not in PROMPT_STYLES:
+            raise EnvConfigError(f"prompt_style: expected one of {PROMPT_STYLES}, got {prompt_style!r}")
+        self.prompt_style = prompt_style
         self.tasks = tuple(tasks)
         self._task_index = {task.id: task for task in self.tasks}
         self.max_action_chars = max_action_chars
@@ -98,11 +105,15 @@ class TextEnv(gym.Env[str, str], ABC):
         task = self._select_task(options or {})
         self._begin_episode(task)
         self.task, self._turns, self._done = task, [], False
-        self._prompt = self._clip("\n\n".join(filter(None, [self._instructions(task),
-                                                           render_tools(self.tools), task.prompt])))
+        self._prompt = self._clip(self._render_prompt(task))
         info = {"task_id": task.id, "family": task.family, "difficulty": task.difficulty,
                 "tools": [tool.schema() for tool in self.tools]}
         return self._prompt, info
+
+    def _render_prompt(self, task: Task) -> str:
+        if self.prompt_style == "task":
+            return task.prompt
+        return "\n\n".join(filter(None, [self._instructions(task), render_tools(self.tools), task.prompt]))
 
     def step(self, action: str) -> StepResult:
         """Act on one action: run its tool calls, or score its answer, or explain its format error."""

@@ -75,7 +75,7 @@ class PythonSandboxEnv(TextEnv):
             from, shared by many envs; the sandbox goes back to the pool on ``close()``.
         rewards: Reward function per family (``"math"``, ``"code"``); defaults to :func:`default_reward`.
         test_timeout_s: Time limit of each hidden unit test.
-        max_action_chars, max_tool_calls_per_turn, max_observation_chars, render_mode: See
+        max_action_chars, max_tool_calls_per_turn, max_observation_chars, render_mode, prompt_style: See
             :class:`~agentgym_envs.core.TextEnv`.
 
     Example:
@@ -91,7 +91,8 @@ class PythonSandboxEnv(TextEnv):
                  sandbox_limits: SandboxLimits | None = None, sandbox_pool: DockerSandboxPool | None = None,
                  rewards: Mapping[str, RewardFn] | None = None, test_timeout_s: float = 5.0,
                  max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
-                 max_observation_chars: int = 32_768, render_mode: str | None = None) -> None:
+                 max_observation_chars: int = 32_768, render_mode: str | None = None,
+                 prompt_style: str = "full") -> None:
         unknown = set(families) - set(FAMILIES)
         if unknown:
             raise EnvConfigError(f"families: expected a subset of {FAMILIES}, got {sorted(unknown)}")
@@ -100,7 +101,8 @@ class PythonSandboxEnv(TextEnv):
         selected = list(tasks) if tasks is not None else load_split(self.env_name, split)
         super().__init__([t for t in selected if t.family in families], max_action_chars=max_action_chars,
                          max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode)
+                         max_observation_chars=max_observation_chars, render_mode=render_mode,
+                         prompt_style=prompt_style)
         self.backend = sandbox
         self.sandbox_limits = sandbox_limits or SandboxLimits()
         self.rewards = dict(rewards) if rewards is not None else {family: default_reward(family) for family in FAMILIES}

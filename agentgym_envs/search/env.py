@@ -106,7 +106,7 @@ class SearchEnv(TextEnv):
         page_chars: Length of a page of ``open``.
         sandbox: Accepted and ignored (Search runs no code), so that code passing ``sandbox=`` to every
             agentrl env works; it must still name a backend (``"docker"``, ``"bwrap"``, ``"local"``) or be None.
-        max_action_chars, max_tool_calls_per_turn, max_observation_chars, render_mode: See
+        max_action_chars, max_tool_calls_per_turn, max_observation_chars, render_mode, prompt_style: See
             :class:`~agentgym_envs.core.TextEnv`.
 
     Example:
@@ -123,7 +123,8 @@ class SearchEnv(TextEnv):
                  retriever: Retriever | str | None = None, index_dir: str | None = None,
                  reward: RewardFn | None = None, page_chars: int = PAGE_CHARS, sandbox: str | None = None,
                  max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
-                 max_observation_chars: int = 32_768, render_mode: str | None = None) -> None:
+                 max_observation_chars: int = 32_768, render_mode: str | None = None,
+                 prompt_style: str = "full") -> None:
         unknown = set(families) - set(FAMILIES)
         if unknown:
             raise EnvConfigError(f"families: expected a subset of {FAMILIES}, got {sorted(unknown)}")
@@ -134,7 +135,8 @@ class SearchEnv(TextEnv):
         selected = list(tasks) if tasks is not None else load_split(self.env_name, split)
         super().__init__([t for t in selected if t.family in families], max_action_chars=max_action_chars,
                          max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode)
+                         max_observation_chars=max_observation_chars, render_mode=render_mode,
+                         prompt_style=prompt_style)
         if retriever is not None and not isinstance(retriever, str | Retriever):
             raise EnvConfigError(f"retriever: expected None, a URL or a Retriever, got {type(retriever).__name__}")
         if retriever is None and _is_corpus_name(corpus):

@@ -232,3 +232,26 @@ def test_families_select_tasks_and_bad_arguments_are_refused(tasks, corpus):
         SearchEnv(tasks=tasks, corpus="fictional-v1")  # these tasks are about another world
     with pytest.raises(EnvConfigError, match="retriever"):
         SearchEnv(tasks=tasks, corpus=corpus, retriever=42)
+
+
+def test_prompt_style_task_shows_only_the_question():
+    import gymnasium as gym
+
+    full = gym.make("agentrl/Search-v0", split="test")
+    short = gym.make("agentrl/Search-v0", split="test", prompt_style="task")
+    full_prompt, _ = full.reset(seed=3)
+    short_prompt, info = short.reset(seed=3)
+    assert short_prompt == short.unwrapped.task.prompt  # the question alone
+    assert full_prompt.endswith(short_prompt) and "<tool_call>" in full_prompt and "<tool_call>" not in short_prompt
+    assert info["tools"]  # the schemas still reach a tool-aware chat template
+    full.close()
+    short.close()
+
+
+def test_unknown_prompt_style_is_refused_with_the_choices():
+    import gymnasium as gym
+
+    from agentgym_envs import EnvConfigError
+
+    with pytest.raises(EnvConfigError, match="prompt_style: expected one of"):
+        gym.make("agentrl/Search-v0", prompt_style="short")
