@@ -1,0 +1,134 @@
+"""GRPO on TRL with the multi-turn rollout_func: action masking in the real loss, a tiny run, config checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+
+import gymnasium as gym
+import pytest
+import torch
+
+import agentgym_envs  # noqa: F401
+from tasks import load_split
+from trainers.grpo import SLOT_PREFIX, AgentGRPOConfig, build_trainer
+from trainers.tiny_model import load_or_build_tiny_model
+
+ENV_ID = "agentrl/Search-v0"
+TASKS = load_split("Search", "train")[:4]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def make_config(tmp_path, **overrides) -> AgentGRPOConfig:
+    settings = {"output_dir": str(tmp_path), "per_device_train_batch_size": 4, "num_generations": 2,
+                "max_steps": 2, "use_cpu": True, "report_to": [], "logging_steps": 1, "save_strategy": "no",
+                "max_turns": 2, "max_tokens_per_turn": 8, "learning_rate": 1e-2, "filter_zero_variance_groups": False,
+                "envs": [ENV_ID], "disable_tqdm": True, **overrides}
+    return AgentGRPOConfig(**settings)
+
+
+def make_trainer(tmp_path, **overrides):
+    """A trainer on a fresh tiny model whose episodes get rewards 1, 0, 1, 0, ... (the untrained model never
+    answers, so the verifier would give every episode 0 and GRPO no signal: a stand-in for the verifier)."""
+    model, tokenizer = load_or_build_tiny_model()
+    trainer = build_trainer(make_config(tmp_path, **overrides), model, tokenizer, tasks={ENV_ID: TASKS},
+                            env_factory=lambda env_id: gym.make(env_id, split="train"))
+    counter = iter(range(1_000_000))
+    trainer.rollouts._normalized = lambda episode: float(next(counter) % 2 == 0)
+    return trainer
+
+
+def loss_mask(inputs) -> torch.Tensor:
+    """Per completion token, whether TRL's loss may see it (1) or not (0)."""
+    return inputs["completion_mask"] * inputs["tool_mask"]
+
+
+def predicting_rows(output: torch.Tensor, inputs) -> torch.Tensor:
+    """The final hidden states at the positions that predict the completion tokens (one row per token).
+
+    TRL scores completions with transformers' fused LM head (log-probs straight from the final hidden
+    states), so the last hidden state at a position is all that position's logits depend on.
+    """
+    width = inputs["completion_ids"].shape[1]
+    return output[:, -width - 1:-1]
+
+
+def test_env_tokens_get_exactly_zero_gradient_and_their_logits_do_not_change_the_loss(tmp_path):
+    trainer = make_trainer(tmp_path)
+    final_norm = trainer.model.model.norm
+    try:
+        rows = [{"prompt": f"{SLOT_PREFIX}{i // 2}"} for i in range(4)]
+        torch.manual_seed(0)
+        inputs = trainer._generate_and_score_completions(rows)
+        mask = loss_mask(inputs)
+        assert (mask == 0).any() and (mask == 1).any()  # observations and actions are both present
+        captured = {}
+
+        def keep_hidden(module, args, output):
+            output.retain_grad()
+            captured["hidden"] = output
+
+        handle = final_norm.register_forward_hook(keep_hidden)
+        loss = trainer.compute_loss(trainer.model, inputs)
+        loss.backward()
+        handle.remove()
+        per_position = predicting_rows(captured["hidden"].grad, inputs).abs().sum(-1)
+        assert torch.all(per_position[mask == 0] == 0)  # observation / template tokens: exactly zero gradient
+        assert torch.all(per_position[mask == 1] > 0)  # every model token takes part in the loss
+
+        def scramble_env_positions(module, args, output):
+            noisy = output.clone()
+            rows_ = predicting_rows(noisy, inputs)
+            rows_[mask == 0] += 50 * torch.randn_like(rows_[mask == 0])  # a view: writes into noisy
+            return noisy
+
+        handle = final_norm.register_forward_hook(scramble_env_positions)
+        with torch.no_grad():
+            scrambled = trainer.compute_loss(trainer.model, inputs)
+        handle.remove()
+        assert torch.equal(scrambled.detach(), loss.detach())
+    finally:
+        trainer.rollouts.close()
+
+
+def test_a_tiny_grpo_run_changes_the_parameters_and_logs_the_rollout_metrics(tmp_path):
+    trainer = make_trainer(tmp_path, beta=0.04, epsilon_high=0.28)
+    before = copy.deepcopy(trainer.model.state_dict())
+    try:
+        trainer.train()
+    finally:
+        trainer.rollouts.close()
+    changed = [name for name, value in trainer.model.state_dict().items() if not torch.equal(value, before[name])]
+    assert len(changed) == len(before)  # every tensor moved
+    logged = {key for entry in trainer.state.log_history for key in entry}
+    assert {"rewards/env_reward/mean", "rewards/outcome/mean", "episodes/turns_mean", "mismatch/ess",
+            "groups/zero_variance"} <= logged
+    records = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all("episodes/gen_tokens_mean" in record for record in records)
+
+
+def test_zero_variance_groups_are_dropped_from_the_loss(tmp_path):
+    trainer = make_trainer(tmp_path, filter_zero_variance_groups=True)
+    trainer.rollouts._normalized = lambda episode: 1.0  # every group all-equal
+    try:
+        rows = [{"prompt": f"{SLOT_PREFIX}{i // 2}"} for i in range(4)]
+        inputs = trainer._generate_and_score_completions(rows)
+    finally:
+        trainer.rollouts.close()
+    assert int(inputs["tool_mask"].sum()) == 0
+
+
+def test_config_checks_say_how_to_fix(tmp_path):
+    with pytest.raises(ValueError, match="env_kwargs: expected keys among envs"):
+        make_config(tmp_path, env_kwargs={"agentrl/Other-v0": {}})
+    config = make_config(tmp_path, env_kwargs=json.dumps({ENV_ID: {"families": ["single"]}}))
+    assert config.env_kwargs == {ENV_ID: {"families": ["single"]}}
+    assert config.rollout_config().max_tokens_per_turn == 8

@@ -1,0 +1,142 @@
+"""The rollout engine: token-in/token-out round trip, exact observation spans, concurrency = sequential."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import gymnasium as gym
+import pytest
+import torch
+
+import agentgym_envs  # noqa: F401
+from tasks import load_split
+from trainers.chat import ChatTokens
+from trainers.generation import GeneratedTurn, TransformersGenerator
+from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
+from trainers.tiny_model import load_or_build_tiny_model
+
+ENV_ID = "agentrl/Search-v0"
+TASKS = load_split("Search", "train")[:3]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op thread: on a small shared CPU the tiny model decodes faster so."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_or_build_tiny_model()
+
+
+class RecordingGenerator:
+    """Wraps a generator and keeps every turn it returned, in order per context position."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.turns: list[tuple[list[int], GeneratedTurn]] = []
+
+    def generate(self, contexts: Sequence[list[int]], max_new_tokens: Sequence[int], **kwargs) -> list[GeneratedTurn]:
+        turns = self.inner.generate(contexts, max_new_tokens, **kwargs)
+        self.turns += [(list(context), turn) for context, turn in zip(contexts, turns, strict=True)]
+        return turns
+
+
+class ScriptedGenerator:
+    """Emits fixed action texts (tokenized once), so episodes get tool results; a unit-test double."""
+
+    def __init__(self, tokenizer, actions: Sequence[str]) -> None:
+        self.tokenizer = tokenizer
+        self.actions = list(actions)
+        self.calls = 0
+
+    def generate(self, contexts: Sequence[list[int]], max_new_tokens: Sequence[int], **_) -> list[GeneratedTurn]:
+        ids = self.tokenizer.encode(self.actions[min(self.calls, len(self.actions) - 1)], add_special_tokens=False)
+        self.calls += 1
+        return [GeneratedTurn(ids=list(ids), logprobs=[-1.0] * len(ids)) for _ in contexts]
+
+
+def make_engine(generator, tokenizer, **config) -> RolloutEngine:
+    return RolloutEngine(generator, tokenizer, EnvPool(lambda env_id: gym.make(env_id, split="train")),
+                         RolloutConfig(**{"max_turns": 3, "max_tokens_per_turn": 12, **config}))
+
+
+def test_the_ids_sent_to_the_loss_are_the_ids_the_generator_produced(tiny):
+    model, tokenizer = tiny
+    recorder = RecordingGenerator(TransformersGenerator(model, tokenizer.pad_token_id))
+    engine = make_engine(recorder, tokenizer)
+    torch.manual_seed(0)
+    episodes = engine.run(group_requests([(ENV_ID, task) for task in TASKS], 2, seed=0))
+    engine.envs.close()
+    by_context: dict[tuple[int, ...], list[GeneratedTurn]] = {}
+    for context, turn in recorder.turns:
+        by_context.setdefault(tuple(context), []).append(turn)
+    for episode in episodes:
+        for turn in episode.turns:
+            context = tuple(episode.prompt_ids + episode.completion_ids[:turn.start])
+            span = slice(turn.start, turn.start + turn.length)
+            sent = GeneratedTurn(ids=episode.completion_ids[span], logprobs=episode.logprobs[span])
+            assert sent in by_context[context]  # generated from exactly this context, kept exactly as sampled
+            assert set(episode.env_mask[span]) == {1}
+        assert sum(episode.env_mask) == sum(turn.length for turn in episode.turns)  # nothing else is trainable
+
+
+def test_each_observation_span_is_masked_and_holds_exactly_the_wrapped_observation(tiny):
+    _, tokenizer = tiny
+    chat = ChatTokens(tokenizer)
+    search = '<tool_call>{"name": "search", "arguments": {"query": "Maemton population"}}</tool_call>'
+    engine = make_engine(ScriptedGenerator(tokenizer, [search, search, "<answer>52,000</answer>"]), tokenizer)
+    episodes = engine.run(group_requests([(ENV_ID, TASKS[0])], 1, seed=0))
+    trajectory = engine.envs.take(group_requests([(ENV_ID, TASKS[0])], 1, seed=0))[0].unwrapped.trajectory
+    engine.envs.close()
+    episode = episodes[0]
+    assert [turn.tools for turn in episode.turns] == [("search",), ("search",), ()]
+    for turn, next_turn, step in zip(episode.turns, episode.turns[1:], trajectory.turns, strict=False):
+        between = slice(turn.start + turn.length, next_turn.start)
+        expected = chat.close_turn_ids(episode.completion_ids[turn.start:turn.start + turn.length])
+        expected += chat.observation_ids(step.observation)
+        assert episode.completion_ids[between] == expected
+        assert set(episode.env_mask[between]) == {0}
+        assert "[search result (ok)]" in tokenizer.decode(episode.completion_ids[between])
+    assert episode.stop_reason == "answered" and episode.terminated
+
+
+def test_concurrent_tool_calls_give_the_same_episodes_as_sequential_ones(tiny):
+    model, tokenizer = tiny
+    runs = []
+    for workers in (1, 8):
+        engine = make_engine(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, tool_workers=workers)
+        torch.manual_seed(1)
+        runs.append(engine.run(group_requests([(ENV_ID, task) for task in TASKS], 2, seed=5)))
+        engine.envs.close()
+    sequential, concurrent = runs
+    assert [e.completion_ids for e in sequential] == [e.completion_ids for e in concurrent]
+    assert [e.env_mask for e in sequential] == [e.env_mask for e in concurrent]
+    assert [(e.reward, e.stop_reason) for e in sequential] == [(e.reward, e.stop_reason) for e in concurrent]
+
+
+def test_the_context_budget_ends_episodes_cleanly(tiny):
+    model, tokenizer = tiny
+    budget, per_turn, smallest = 600, 40, 8  # the full Search prompt is ~460 tokens: room for one turn
+    engine = make_engine(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, max_context_tokens=budget,
+                         max_tokens_per_turn=per_turn, min_turn_tokens=smallest)
+    torch.manual_seed(0)
+    episodes = engine.run(group_requests([(ENV_ID, TASKS[1])], 2, seed=0))
+    engine.envs.close()
+    for episode in episodes:
+        for turn in episode.turns:
+            used = len(episode.prompt_ids) + turn.start
+            assert used <= budget - smallest  # a turn only starts with room for a useful turn
+            assert turn.length <= min(per_turn, budget - used)  # and never runs past the budget
+    assert "context" in {episode.stop_reason for episode in episodes}
+
+
+def test_rollout_config_refuses_inconsistent_limits():
+    with pytest.raises(ValueError, match="min_turn_tokens"):
+        RolloutConfig(max_tokens_per_turn=4, min_turn_tokens=8)
+    with pytest.raises(ValueError, match="temperature"):
+        RolloutConfig(temperature=-1.0)

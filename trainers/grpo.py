@@ -1,0 +1,326 @@
+"""GRPO for multi-turn tool use on TRL's ``GRPOTrainer``, with action masking.
+
+TRL's trainer keeps the loss (DAPO/GRPO/Dr.GRPO/... by ``loss_type``), the KL term (``beta``), clipping
+(``epsilon``, and ``epsilon_high`` for DAPO's clip-higher), reward scaling and logging. This module
+gives it a ``rollout_func`` that plays whole episodes with :class:`~trainers.rollout.RolloutEngine`
+and returns, per episode, the prompt ids, the completion ids and their sampling logprobs, and
+``env_mask`` (1 = a token the model generated, 0 = observation or template): TRL multiplies its loss
+mask by ``env_mask``, so tool output never receives gradient. No ``tools=`` is passed to TRL (it would
+run its own tool loop and ignore ``env_mask``).
+
+Tasks do not come from TRL's dataset: the dataset only holds one row per group slot, and each group's
+task is drawn from a curriculum sampler (:mod:`tasks.curriculum`) that is fed every group's success.
+The environment's reward reaches TRL as a reward function (``env_reward``); every reward component is
+logged through weight-0 reward functions. Optional: per-environment reward normalisation for
+multi-environment runs, and zero-variance group filtering (such groups are dropped from the loss).
+
+Example:
+    python -m trainers.grpo --config trainers/configs/grpo_tiny_cpu.yaml --max_steps 20
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
+
+import agentgym_envs  # noqa: F401  (registers the agentrl/... ids)
+from tasks import Task, make_sampler
+from tasks.curriculum import TaskSampler
+from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
+from trainers.monitoring import RolloutMonitor
+from trainers.rollout import EnvPool, Episode, EpisodeRequest, RolloutConfig, RolloutEngine
+from trainers.tiny_model import load_model
+
+SLOT_PREFIX = "group-slot-"
+
+
+@dataclass
+class AgentGRPOConfig(GRPOConfig):
+    """TRL's ``GRPOConfig`` plus what a multi-turn environment run needs.
+
+    Every field of TRL's config keeps its meaning (``num_generations`` is the group size, ``loss_type``,
+    ``beta``, ``epsilon``/``epsilon_high``, ``scale_rewards``, ``report_to``...).
+    """
+
+    envs: list[str] = field(default_factory=lambda: ["agentrl/Search-v0"],
+                            metadata={"help": "Environment ids to train on (several: multi-environment training)."})
+    env_kwargs: dict | str | None = field(default=None, metadata={
+        "help": "Keyword arguments of gym.make per env id, e.g. {'agentrl/Search-v0': {'families': ['single']}}; "
+                "a JSON string on the command line."})
+    sampler: str = field(default="uniform", metadata={
+        "help": "Curriculum sampler: uniform, staged, learnability or failure_replay (tasks.curriculum)."})
+    max_turns: int = field(default=4, metadata={"help": "Most model turns per episode."})
+    max_tokens_per_turn: int = field(default=64, metadata={"help": "Most tokens generated in one turn."})
+    max_context_tokens: int = field(default=2048, metadata={"help": "Token budget of prompt plus all turns."})
+    tool_workers: int = field(default=32, metadata={"help": "Threads running env steps concurrently."})
+    filter_zero_variance_groups: bool = field(default=True, metadata={
+        "help": "Drop groups whose rewards are all equal from the loss (they carry no GRPO signal)."})
+    normalize_rewards_per_env: bool = field(default=True, metadata={
+        "help": "Scale each env's rewards by its running std before TRL's group normalisation (multi-env runs)."})
+    episode_log: str | None = field(default=None, metadata={
+        "help": "JSONL file of per-step rollout metrics and alerts (default: <output_dir>/rollouts.jsonl)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.env_kwargs, str):
+            self.env_kwargs = json.loads(self.env_kwargs)
+        self.env_kwargs = dict(self.env_kwargs or {})
+        unknown = set(self.env_kwargs) - set(self.envs)
+        if unknown:
+            raise ValueError(f"env_kwargs: expected keys among envs {self.envs}, got {sorted(unknown)}; "
+                             "add them to envs or remove their kwargs")
+        if self.max_turns < 1 or self.max_tokens_per_turn < 1:
+            raise ValueError(f"max_turns and max_tokens_per_turn: expected >= 1, got {self.max_turns}, "
+                             f"{self.max_tokens_per_turn}")
+        if self.episode_log is None:
+            self.episode_log = str(Path(self.output_dir) / "rollouts.jsonl")
+
+    def rollout_config(self) -> RolloutConfig:
+        """The rollout engine's settings for training (TRL's temperature and top_p)."""
+        return RolloutConfig(max_turns=self.max_turns, max_tokens_per_turn=self.max_tokens_per_turn,
+                             max_context_tokens=self.max_context_tokens, temperature=self.temperature,
+                             top_p=self.top_p, tool_workers=self.tool_workers)
+
+
+class EnvironmentRollouts:
+    """The ``rollout_func`` handed to TRL: draws each group's task, plays the episodes, shapes TRL's inputs.
+
+    Args:
+        config: The run's config.
+        tasks: Training tasks per env id.
+        env_factory: Makes an env for an id (default ``gym.make(env_id, **config.env_kwargs[env_id])``).
+        monitor: Collects rollout metrics and alerts.
+    """
+
+    def __init__(self, config: AgentGRPOConfig, tasks: Mapping[str, Sequence[Task]],
+                 env_factory=None, monitor: RolloutMonitor | None = None) -> None:
+        self.config = config
+        self.envs = EnvPool(env_factory or (lambda env_id: gym.make(env_id, **config.env_kwargs.get(env_id, {}))))
+        self.env_ids = list(tasks)
+        self.samplers: dict[str, TaskSampler] = {env_id: make_sampler(config.sampler, list(env_tasks))
+                                                 for env_id, env_tasks in tasks.items()}
+        self.rng = np.random.default_rng(config.seed)
+        self.reward_stats = {env_id: RunningStats() for env_id in tasks}
+        self.monitor = monitor or RolloutMonitor()
+        self.generator: Generator | None = None
+        self.engine: RolloutEngine | None = None
+        self._calls = 0
+
+    def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list]:
+        """Play one episode per prompt; consecutive equal prompts form a group sharing one task."""
+        engine = self._engine(trainer)
+        requests = self._requests(prompts)
+        episodes = engine.run(requests)
+        self._calls += 1
+        for env_id, episode_group in _groups(episodes).items():
+            self.samplers[env_id[0]].update(episode_group[0].task_id, float(np.mean([e.reward for e in episode_group])))
+        mask_out = self._masked_out(episodes)
+        self.monitor.observe(episodes, trainer=trainer, dropped=mask_out)
+        return self._outputs(episodes, mask_out)
+
+    def _engine(self, trainer: GRPOTrainer) -> RolloutEngine:
+        if self.engine is None:
+            if getattr(trainer, "use_vllm", False):
+                self.generator = VLLMGenerator(trainer.vllm_generation)
+            else:
+                self.generator = TransformersGenerator(trainer.model, trainer.processing_class.pad_token_id)
+            self.engine = RolloutEngine(self.generator, trainer.processing_class, self.envs,
+                                        self.config.rollout_config())
+        return self.engine
+
+    def _requests(self, prompts: list[Any]) -> list[EpisodeRequest]:
+        requests: list[EpisodeRequest] = []
+        group = -1
+        for index, prompt in enumerate(prompts):
+            if index == 0 or prompt != prompts[index - 1] or index % self.config.num_generations == 0:
+                group += 1
+                env_id = self.env_ids[int(self.rng.integers(len(self.env_ids)))]
+                task = self.samplers[env_id].sample(self.rng, 1)[0]
+            requests.append(EpisodeRequest(env_id=env_id, task=task, group=group,
+                                           seed=int(self.rng.integers(2**31))))
+        return requests
+
+    def _masked_out(self, episodes: list[Episode]) -> set[int]:
+        """Episodes kept out of the loss: infrastructure faults, and zero-variance groups when filtering."""
+        dropped = {i for i, episode in enumerate(episodes) if episode.infra_error}
+        if self.config.filter_zero_variance_groups:
+            for members in _group_indices(episodes).values():
+                if len({episodes[i].reward for i in members}) == 1:
+                    dropped.update(members)
+        return dropped
+
+    def _outputs(self, episodes: list[Episode], mask_out: set[int]) -> dict[str, list]:
+        rewards = [self._normalized(episode) for episode in episodes]
+        return {
+            "prompt_ids": [episode.prompt_ids for episode in episodes],
+            "completion_ids": [episode.completion_ids for episode in episodes],
+            "logprobs": [episode.logprobs for episode in episodes],
+            "env_mask": [[0] * len(e.env_mask) if i in mask_out else e.env_mask for i, e in enumerate(episodes)],
+            "env_reward": rewards,
+            "raw_reward": [episode.reward for episode in episodes],
+            "reward_components": [episode.reward_components for episode in episodes],
+            "env_id": [episode.env_id for episode in episodes],
+            "task_id": [episode.task_id for episode in episodes],
+        }
+
+    def _normalized(self, episode: Episode) -> float:
+        if not self.config.normalize_rewards_per_env or len(self.env_ids) == 1:
+            return episode.reward
+        stats = self.reward_stats[episode.env_id]
+        stats.add(episode.reward)
+        return episode.reward / max(stats.std, 1e-3) if stats.count > 1 else episode.reward
+
+    def close(self) -> None:
+        """Close every environment."""
+        self.envs.close()
+
+
+@dataclass
+class RunningStats:
+    """Running mean and standard deviation (Welford)."""
+
+    count: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def add(self, value: float) -> None:
+        """Fold one value in."""
+        self.count += 1
+        delta = value - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (value - self.mean)
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation (0 with fewer than two values)."""
+        return float(np.sqrt(self.m2 / (self.count - 1))) if self.count > 1 else 0.0
+
+
+def _group_indices(episodes: Sequence[Episode]) -> dict[int, list[int]]:
+    groups: dict[int, list[int]] = {}
+    for index, episode in enumerate(episodes):
+        groups.setdefault(episode.group, []).append(index)
+    return groups
+
+
+def _groups(episodes: Sequence[Episode]) -> dict[tuple[str, int], list[Episode]]:
+    groups: dict[tuple[str, int], list[Episode]] = {}
+    for episode in episodes:
+        groups.setdefault((episode.env_id, episode.group), []).append(episode)
+    return groups
+
+
+def env_reward(prompts: list, completions: list, env_reward: list[float], **_: Any) -> list[float]:
+    """The environment's reward (normalised per env when configured): what GRPO optimises."""
+    return list(env_reward)
+
+
+def component_reward(name: str):
+    """A weight-0 reward function that only logs the reward component ``name`` (None where absent)."""
+
+    def component(prompts: list, completions: list, reward_components: list[dict[str, float]],
+                  **_: Any) -> list[float | None]:
+        return [components.get(name) for components in reward_components]
+
+    component.__name__ = name
+    return component
+
+
+def reward_component_names(env_ids: Sequence[str], env_kwargs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Names of the terms of each env's composite reward (what ``info["reward_components"]`` will hold)."""
+    names: list[str] = []
+    for env_id in env_ids:
+        env = gym.make(env_id, **env_kwargs.get(env_id, {}))
+        try:
+            terms = getattr(getattr(env.unwrapped, "reward", None), "terms", ())
+            names += [term.name for term in terms if term.name not in names]
+        finally:
+            env.close()
+    return names
+
+
+def tasks_from_envs(config: AgentGRPOConfig) -> dict[str, list[Task]]:
+    """The training tasks of each env: those of ``gym.make(env_id, **env_kwargs)`` (its split and filters)."""
+    tasks = {}
+    for env_id in config.envs:
+        env = gym.make(env_id, **config.env_kwargs.get(env_id, {}))
+        try:
+            tasks[env_id] = list(env.unwrapped.tasks)
+        finally:
+            env.close()
+    return tasks
+
+
+class AgentGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` whose logs also carry the rollout monitor's metrics (tools, tails, alerts)."""
+
+    def __init__(self, *args: Any, rollouts: EnvironmentRollouts, **kwargs: Any) -> None:
+        super().__init__(*args, rollout_func=rollouts, **kwargs)
+        self.rollouts = rollouts
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Add the rollout metrics gathered since the last log, then log as TRL does."""
+        if "loss" in logs:
+            logs.update(self.rollouts.monitor.flush(step=self.state.global_step))
+        super().log(logs, start_time)
+
+
+def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[str, Sequence[Task]] | None = None,
+                  env_factory=None, peft_config=None) -> AgentGRPOTrainer:
+    """A ready :class:`AgentGRPOTrainer`.
+
+    Args:
+        config: The run's config.
+        model: The policy (a model or a path/hub id).
+        tokenizer: Its tokenizer (with a chat template).
+        tasks: Training tasks per env id (default: :func:`tasks_from_envs`).
+        env_factory: Makes envs (default: ``gym.make`` with ``config.env_kwargs``).
+        peft_config: A PEFT config for LoRA, or None.
+    """
+    from datasets import Dataset
+
+    tasks = dict(tasks) if tasks is not None else tasks_from_envs(config)
+    rollouts = EnvironmentRollouts(config, tasks, env_factory=env_factory,
+                                   monitor=RolloutMonitor(log_path=config.episode_log,
+                                                          required_tools=required_tools(tasks)))
+    components = reward_component_names(list(tasks), config.env_kwargs)
+    config.reward_weights = [1.0] + [0.0] * len(components)
+    slots = max(config.max_steps, 1) * config.gradient_accumulation_steps * config.per_device_train_batch_size
+    dataset = Dataset.from_dict({"prompt": [f"{SLOT_PREFIX}{i}" for i in range(slots)]})
+    return AgentGRPOTrainer(model=model, reward_funcs=[env_reward, *map(component_reward, components)],
+                            args=config, train_dataset=dataset, processing_class=tokenizer,
+                            peft_config=peft_config, rollouts=rollouts)
+
+
+def required_tools(tasks: Mapping[str, Sequence[Task]]) -> dict[str, tuple[str, ...]]:
+    """The tool each env's tasks cannot be solved without (watched by the under-use alert)."""
+    known = {"Search": ("search",), "PythonSandbox": ("python",)}
+    return {env_id: known.get(env_tasks[0].env, ()) for env_id, env_tasks in tasks.items() if env_tasks}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trainers.grpo --config <yaml> [--flag value ...]``: train, save to ``output_dir``."""
+    from trl import get_peft_config
+
+    parser = TrlParser((AgentGRPOConfig, ModelConfig))
+    config, model_args = parser.parse_args_and_config(args=list(argv) if argv is not None else None)
+    model, tokenizer = load_model(model_args.model_name_or_path or "tiny", model_args.dtype)
+    trainer = build_trainer(config, model, tokenizer, peft_config=get_peft_config(model_args))
+    try:
+        trainer.train()
+        trainer.save_model(config.output_dir)
+    finally:
+        trainer.rollouts.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Supervised warm-start from demonstrations, with the loss on agent tokens only.
+
+Demonstrations are episodes of a scripted policy (an oracle) played in the real environment. Each is
+encoded with the same token pieces the rollout engine uses, so the model learns exactly the sequence
+it will later generate: the actions' tokens carry ``env_mask`` 1 and are learned; the prompt, the
+observations and the template tokens carry 0 and are context only. Training runs on TRL's
+``SFTTrainer`` with the mask handed over as ``assistant_masks``.
+
+Example:
+    python -m trainers.sft --config trainers/configs/sft_tiny_cpu.yaml
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym_envs.policies import EpisodeResult, Policy, PythonOraclePolicy, SearchOraclePolicy, run_episode
+from agentgym_envs.policies.search_lookup import SearchLookupPolicy
+from tasks import Task
+from trainers.chat import ChatTokens
+from trainers.rollout import Episode, TurnRecord
+from trainers.tiny_model import load_model
+
+
+def encode_demonstration(chat: ChatTokens, env_id: str, prompt: str, result: EpisodeResult) -> Episode:
+    """Encode a scripted episode as the rollout engine would have recorded it, had the model acted so.
+
+    Args:
+        chat: Token pieces of the model's chat template.
+        env_id: The environment's id.
+        prompt: The episode's first observation.
+        result: The scripted episode.
+    """
+    episode = Episode(env_id=env_id, task_id=result.task_id, group=0, prompt_ids=chat.prompt_ids(prompt),
+                      reward=result.reward, terminated=result.terminated, infra_error=result.infra_error,
+                      stop_reason="answered" if result.terminated else "turn_limit")
+    turns = result.trajectory.turns
+    for index, turn in enumerate(turns):
+        action_ids = chat.action_ids(turn.action)
+        episode.turns.append(TurnRecord(start=len(episode.completion_ids), length=len(action_ids),
+                                        action=turn.action, tools=tuple(call.name for call in turn.tool_calls),
+                                        after_tool_result=index > 0, ok=not turn.format_errors))
+        episode.append(action_ids, generated=True)
+        episode.append(chat.close_turn_ids(action_ids), generated=False)
+        if index < len(turns) - 1:
+            episode.append(chat.observation_ids(turn.observation), generated=False)
+    return episode
+
+
+def collect_demonstrations(env: gym.Env, env_id: str, policy: Policy, tasks: Sequence[Task], chat: ChatTokens,
+                           *, keep: Callable[[EpisodeResult], bool] | None = None,
+                           progress: bool = False) -> list[Episode]:
+    """Play ``policy`` on each task in ``env`` and encode the episodes ``keep`` accepts (default: reward 1).
+
+    Args:
+        env: The environment (``gym.make(env_id, ...)``), reused across tasks.
+        env_id: Its id, recorded in the episodes.
+        policy: The demonstrator.
+        tasks: The tasks to play.
+        chat: Token pieces of the model's chat template.
+        keep: Which episodes to learn from; by default the solved ones.
+        progress: Show a progress bar.
+    """
+    keep = keep or (lambda result: result.reward >= 1.0)
+    demonstrations = []
+    for task in _progress(tasks, progress, f"demonstrations ({env_id})"):
+        prompt, _ = env.reset(options={"task": task})
+        result = run_episode(env, policy, task)
+        if keep(result):
+            demonstrations.append(encode_demonstration(chat, env_id, prompt, result))
+    return demonstrations
+
+
+def _progress(items: Sequence[Any], enabled: bool, description: str) -> Sequence[Any]:
+    if not enabled:
+        return items
+    from rich.progress import track
+
+    return list(track(items, description=description, transient=True))
+
+
+def sft_dataset(episodes: Sequence[Episode]):
+    """A ``datasets.Dataset`` of ``input_ids`` and ``assistant_masks`` (1 on agent tokens) for ``SFTTrainer``."""
+    from datasets import Dataset
+
+    return Dataset.from_dict({
+        "input_ids": [episode.prompt_ids + episode.completion_ids for episode in episodes],
+        "assistant_masks": [[0] * len(episode.prompt_ids) + episode.env_mask for episode in episodes],
+    })
+
+
+@dataclass
+class WarmStartConfig:
+    """What ``python -m trainers.sft`` learns from, on top of TRL's ``SFTConfig``."""
+
+    model_name_or_path: str = field(default="tiny", metadata={
+        "help": "'tiny' (the local tiny model), a local checkpoint or a hub id."})
+    env_id: str = field(default="agentrl/Search-v0", metadata={"help": "Environment the demonstrations are played in."})
+    env_kwargs: dict | str | None = field(default=None, metadata={
+        "help": "Keyword arguments of gym.make (a JSON string on the command line)."})
+    demonstrator: str = field(default="search-oracle", metadata={
+        "help": "Scripted demonstrator: search-oracle, lookup or python-oracle."})
+    max_tasks: int | None = field(default=None, metadata={"help": "Play at most this many of the env's tasks."})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.env_kwargs, str):
+            self.env_kwargs = json.loads(self.env_kwargs)
+        self.env_kwargs = dict(self.env_kwargs or {})
+        if self.demonstrator not in DEMONSTRATORS:
+            raise ValueError(f"demonstrator: expected one of {sorted(DEMONSTRATORS)}, got {self.demonstrator!r}")
+
+
+DEMONSTRATORS: dict[str, Callable[[], Policy]] = {
+    "search-oracle": SearchOraclePolicy,
+    "lookup": SearchLookupPolicy,
+    "python-oracle": PythonOraclePolicy,
+}
+"""Scripted demonstrators by name."""
+
+
+def train_sft(model, tokenizer, episodes: Sequence[Episode], args) -> Any:
+    """Fine-tune ``model`` on ``episodes`` with TRL's ``SFTTrainer`` (loss on ``env_mask`` 1 tokens only).
+
+    Args:
+        model: The policy.
+        tokenizer: Its tokenizer.
+        episodes: Encoded demonstrations.
+        args: A ``trl.SFTConfig`` (``max_length`` must cover the longest episode, or it is cut).
+
+    Returns:
+        The trainer's ``TrainOutput``.
+    """
+    from trl import SFTTrainer
+
+    if not episodes:
+        raise ValueError("train_sft: expected at least one demonstration, got none (did every episode fail?)")
+    longest = max(episode.context_length for episode in episodes)
+    if args.max_length is not None and longest > args.max_length:
+        raise ValueError(f"SFTConfig.max_length: expected >= the longest demonstration ({longest} tokens), "
+                         f"got {args.max_length}; raise it or drop long demonstrations")
+    trainer = SFTTrainer(model=model, args=args, train_dataset=sft_dataset(episodes), processing_class=tokenizer)
+    return trainer.train()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trainers.sft --config <yaml>``: play the demonstrator, fine-tune on its solved episodes, save."""
+    from trl import SFTConfig, TrlParser
+
+    warm, args = TrlParser((WarmStartConfig, SFTConfig)).parse_args_and_config(
+        args=list(argv) if argv is not None else None)
+    model, tokenizer = load_model(warm.model_name_or_path)
+    env = gym.make(warm.env_id, **warm.env_kwargs)
+    try:
+        tasks = list(env.unwrapped.tasks)[:warm.max_tasks]
+        episodes = collect_demonstrations(env, warm.env_id, DEMONSTRATORS[warm.demonstrator](), tasks,
+                                          ChatTokens(tokenizer), progress=True)
+    finally:
+        env.close()
+    train_sft(model, tokenizer, episodes, args)
+    model.save_pretrained(args.output_dir)
+    tokenizer.save_pretrained(args.output_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
