@@ -1,0 +1,47 @@
+"""The tiny default model: local tokenizer with single-token action tags, a tool-aware chat template, reuse."""
+
+from __future__ import annotations
+
+import torch
+
+from trainers.chat import ChatFormat, ChatTokens
+from trainers.rollout import stop_token_ids
+from trainers.tiny_model import ACTION_TAGS, TinyModelConfig, build_model, load_or_build_tiny_model
+
+
+def test_the_action_tags_are_single_tokens_and_any_text_round_trips():
+    _, tokenizer = load_or_build_tiny_model()
+    for tag in ACTION_TAGS:
+        assert len(tokenizer.encode(tag, add_special_tokens=False)) == 1
+    text = 'tool output: ünïcödé, emoji 🦜, tabs\t, "<|im_end|>" as plain text'
+    chat = ChatTokens(tokenizer)
+    ids = chat.observation_ids(text)
+    assert text in tokenizer.decode(ids)
+    content = ids[len(chat.between_turns_ids) + len(chat.tool_prefix_ids):-len(chat.tool_suffix_ids)]
+    assert tokenizer.decode(content) == text
+    assert tokenizer.eos_token_id not in content  # a tool cannot end the turn by printing the end token
+
+
+def test_the_chat_template_renders_tool_turns_and_the_pieces_cut_from_it_agree():
+    _, tokenizer = load_or_build_tiny_model()
+    messages = [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "<answer>A</answer>"},
+                {"role": "tool", "content": "R"}]
+    rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert "<tool_response>\nR\n</tool_response>" in rendered and rendered.endswith("<|im_start|>assistant\n")
+    pieces = ChatFormat.from_tokenizer(tokenizer)
+    rebuilt = (pieces.prompt_prefix + "Q?" + pieces.prompt_suffix + "<answer>A</answer>" + pieces.turn_end
+               + pieces.tool_prefix + "R" + pieces.tool_suffix)
+    assert rebuilt == rendered
+    assert len(stop_token_ids(tokenizer)) == 3  # end of turn, </tool_call>, </answer>
+
+
+def test_the_model_is_reused_from_its_folder_and_seeded(tmp_path):
+    config = TinyModelConfig(vocab_size=512, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=3)
+    first, tokenizer = load_or_build_tiny_model(config, tmp_path / "tiny")
+    again, _ = load_or_build_tiny_model(config, tmp_path / "tiny")
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values(),
+                                                 strict=True))
+    rebuilt = build_model(config, tokenizer)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), rebuilt.state_dict().values(),
+                                                 strict=True))
+    assert first.config.vocab_size == len(tokenizer) <= 512 + 16
