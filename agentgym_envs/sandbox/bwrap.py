@@ -25,7 +25,7 @@ from agentgym_envs.errors import SandboxUnavailableError
 from agentgym_envs.sandbox.base import SandboxLimits
 from agentgym_envs.sandbox.cgroup import PidsCgroup, pids_controller_root
 from agentgym_envs.sandbox.kernel import KERNEL_SOURCE
-from agentgym_envs.sandbox.kernel_client import KernelProcess, KernelSandbox
+from agentgym_envs.sandbox.kernel_client import KernelProcess, KernelSandbox, stopped_descendants
 
 SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 SANDBOX_UID = 65534
@@ -125,3 +125,7 @@ class BwrapSandbox(KernelSandbox):
 
     def _infrastructure_alive(self) -> bool:
         return True
+
+    def _kernel_stalled(self) -> bool:
+        """True when a process of the kernel's namespace is stopped."""
+        return self._kernel is not None and bool(stopped_descendants(self._kernel.pid))

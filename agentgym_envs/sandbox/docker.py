@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import docker
 import docker.errors
+import requests.exceptions
 from docker.models.containers import Container
 
 from agentgym_envs.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
@@ -37,13 +38,20 @@ from agentgym_envs.sandbox.labels import SANDBOX_LABEL
 SANDBOX_USER = "65534:65534"
 OWNER_LABEL = "agentrl.owner-pid"
 WIPE_SCRIPT = (
-    "for attempt in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; sleep 0.05; done; "
-    "kill -0 -1 2>/dev/null && exit 1; find /work /tmp -mindepth 1 -delete 2>/dev/null; exit 0"
+    'others() { for d in /proc/[0-9]*; do [ "${d#/proc/}" != "$$" ] && [ -O "$d" ] && return 0; done; return 1; }; '
+    "for attempt in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null; others || break; sleep 0.05; done; "
+    "others && exit 1; find /work /tmp -mindepth 1 -delete 2>/dev/null; exit 0"
 )
 """Run as ``nobody``: kill every process of that user but the shell until none is left (exit 1 if
-some survive), then empty the tmpfs mounts."""
+some survive), then empty the tmpfs mounts. Whether any is left is read from the owners of
+``/proc/<pid>``, not from ``kill``'s status: ``kill -1`` succeeds as long as any process exists,
+even one it may not signal (root's ``sleep``), so its status would say "some left" forever."""
 
 _live: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+
+DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+"""What a Docker API call raises when it fails: the SDK's errors, and requests' own when the daemon's
+socket is gone (a daemon restart), which the SDK does not wrap."""
 
 
 def connect(timeout_s: float = 30.0) -> docker.DockerClient:
@@ -55,7 +63,7 @@ def connect(timeout_s: float = 30.0) -> docker.DockerClient:
     try:
         client = docker.from_env(timeout=int(timeout_s))
         client.ping()
-    except docker.errors.DockerException as exc:
+    except DOCKER_ERRORS as exc:
         raise SandboxUnavailableError(
             f"no Docker daemon answers ({exc}). As root on Debian run "
             "`python -m agentgym_envs.sandbox setup`; otherwise start dockerd yourself, or pass "
@@ -100,7 +108,7 @@ class DockerSandbox(KernelSandbox):
                 security_opt=["no-new-privileges"],
                 labels={SANDBOX_LABEL: "1", OWNER_LABEL: str(os.getpid())},
             )
-        except docker.errors.DockerException as exc:
+        except DOCKER_ERRORS as exc:
             raise SandboxUnavailableError(f"could not start a sandbox container: {exc}") from exc
 
     def _spawn_kernel(self) -> KernelProcess:
@@ -114,7 +122,7 @@ class DockerSandbox(KernelSandbox):
             return
         try:
             exit_code, _ = self.container.exec_run(["sh", "-c", WIPE_SCRIPT], user=SANDBOX_USER)
-        except docker.errors.DockerException:
+        except DOCKER_ERRORS:
             exit_code = None
         if exit_code != 0 and self._infrastructure_alive():
             self._restart_container()
@@ -125,15 +133,28 @@ class DockerSandbox(KernelSandbox):
         """Restart the container: every process dies and the tmpfs mounts come back empty."""
         try:
             self.container.restart(timeout=0)
-        except docker.errors.DockerException as exc:
+        except DOCKER_ERRORS as exc:
             raise SandboxCrashedError(f"could not reset container {self.container.short_id}: {exc}") from exc
 
     def _infrastructure_alive(self) -> bool:
         try:
             self.container.reload()
-        except docker.errors.DockerException:
+        except DOCKER_ERRORS:
             return False
         return self.container.status == "running"
+
+    def _kernel_stalled(self) -> bool:
+        """True when the container is paused or a process of the sandbox user is stopped."""
+        try:
+            self.container.reload()
+            if self.container.status == "paused":
+                return True
+            top = self.container.top(ps_args="-o pid,stat,uid")
+        except DOCKER_ERRORS:
+            return False  # a container that is gone is found by the restart that follows
+        stat, uid = top["Titles"].index("STAT"), top["Titles"].index("UID")
+        return any(row[uid] == SANDBOX_USER.split(":")[0] and row[stat].startswith(("T", "t"))
+                   for row in top["Processes"])
 
     def _release(self) -> None:
         _live.discard(self)
@@ -141,7 +162,7 @@ class DockerSandbox(KernelSandbox):
             self.container.remove(force=True)
         except docker.errors.NotFound:
             pass
-        except docker.errors.DockerException as exc:
+        except DOCKER_ERRORS as exc:
             raise SandboxError(f"could not remove container {self.container.short_id}: {exc}") from exc
 
 

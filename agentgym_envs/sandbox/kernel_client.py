@@ -20,6 +20,7 @@ import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agentgym_envs.errors import SandboxCrashedError, SandboxError
@@ -110,7 +111,9 @@ class KernelProcess:
         return KernelDied(f"kernel process ended (exit code {code}): {self.stderr_tail()}", code)
 
     def stderr_tail(self, limit: int = 2000) -> str:
-        """The last bytes the kernel (or the command that started it) wrote to stderr."""
+        """The last bytes the kernel (or the command that started it) wrote to stderr ("" once killed)."""
+        if self._stderr.closed:  # a garbled reply kills the kernel before its caller asks for stderr
+            return ""
         self._stderr.seek(0, os.SEEK_END)
         size = self._stderr.tell()
         self._stderr.seek(max(0, size - limit))
@@ -128,6 +131,22 @@ class KernelProcess:
         self._proc.wait()
         for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
             stream.close()
+
+
+def stopped_descendants(pid: int) -> list[int]:
+    """Pids of the processes under host process ``pid`` (itself included) that are stopped (state T or t)."""
+    stopped, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            state = Path(f"/proc/{current}/stat").read_text().rpartition(")")[2].split()[0]
+            children = [Path(task, "children").read_text().split() for task in Path(f"/proc/{current}/task").iterdir()]
+        except (OSError, IndexError):
+            continue  # gone in the meantime
+        if state in ("T", "t"):
+            stopped.append(current)
+        pending += [int(child) for listed in children for child in listed]
+    return stopped
 
 
 class KernelSandbox(ABC):
@@ -161,6 +180,15 @@ class KernelSandbox(ABC):
     def _release(self) -> None:  # noqa: B027 (optional hook: backends without extra resources skip it)
         """Free what the sandbox holds beyond its processes (containers, directories)."""
 
+    def _kernel_stalled(self) -> bool:
+        """True when the kernel that missed its deadline is stopped or frozen rather than running a cell.
+
+        Asked only after the host's hard timeout. A kernel stopped from outside (SIGSTOP, a frozen
+        cgroup, a paused container) is an infrastructure fault; a kernel busy in a cell that ignores
+        its timer is the agent's. Backends that cannot tell return False (the agent's timeout).
+        """
+        return False
+
     def kernel_config(self, *, workdir: str, nproc: int | None, may_kill_all: bool) -> str:
         """The JSON config string the kernel reads from its argv."""
         return json.dumps({
@@ -178,8 +206,12 @@ class KernelSandbox(ABC):
         try:
             reply = kernel.request({"op": "exec", "code": code, "timeout_s": timeout},
                                    timeout_s=timeout + HARD_TIMEOUT_GRACE_S)
-        except KernelTimeout:
+        except KernelTimeout as exc:
+            stalled = self._kernel_stalled()
             self._restart()
+            if stalled:
+                raise SandboxCrashedError(f"{self.backend} kernel stalled (stopped, not running the cell) and "
+                                          "was restarted") from exc
             return ExecResult(
                 output=f"TimeoutError: the code ran past the {timeout:g} s limit and did not stop "
                        "when interrupted; the kernel was restarted, so variables and imports are lost.",

@@ -1,0 +1,943 @@
+"""Tool-concurrency stress: a load ramp of concurrent episodes, with fault injection and a leak check.
+
+For each concurrency level N, N workers each own one environment (so one sandbox) and play scripted
+episodes back to back for ``--duration`` seconds; then every worker finishes its episode and closes
+its env. Setting up the N sandboxes (with bounded parallelism) is timed apart from the measured window.
+On PythonSandbox-v0 each episode makes ``--calls-per-episode`` small ``python`` calls
+(``sum(range(1000))``), then runs the task's reference solution and answers (the reference oracle);
+Search-v0 episodes are played by the search oracle.
+
+One row per level:
+
+    ===============  ===============================================================================
+    column           meaning
+    ===============  ===============================================================================
+    setup s          building N envs and starting their sandboxes (not part of the window)
+    episodes         episodes that ended, answered or not (the drain after the window included)
+    calls/s          tool calls completed inside the window, per second of window
+    p50/p95/p99 ms   latency of those tool calls (``info["tool_calls"][i]["latency_s"]``)
+    agent err        tool calls that failed by the agent's doing, plus wrong answers
+    infra err        tool calls or answers flagged ``infra_error``, plus resets that raised SandboxError
+    leaks            labelled containers, child processes and open fds left after every env closed
+    ===============  ===============================================================================
+
+Faults (``--faults kill,timeout,stall,daemon-restart``) are injected once each per level, spread
+over the window. A worker fault hits a worker in the middle of an episode, just before one of its
+load calls:
+
+    ===============  ==========================================================  =====================
+    fault            what is done                                                expected report
+    ===============  ==========================================================  =====================
+    kill             ``docker kill`` of the worker's container (docker only)      ``infra_error``
+    timeout          the load call is replaced by ``while True: pass``            agent error (limit)
+    stall            SIGSTOP of the worker's kernel process, so the stream hangs  ``infra_error``
+    daemon-restart   dockerd stopped and started again as the project starts it   ``infra_error``
+    ===============  ==========================================================  =====================
+
+A runaway cell is the agent's doing and must be scored as such (an ``infra_error`` is never scored,
+so reporting it as one would let a policy escape a penalty); the other faults are the
+infrastructure's. Every fault must also be recovered from: the worker (every worker, after a daemon
+restart) later finishes a correct episode. Episodes are recorded as they end, so a fault never loses
+a finished one.
+
+Example:
+    python -m benchmarks.stress --env agentrl/PythonSandbox-v0 --concurrency 1,8,64,256 --duration 30
+    python -m benchmarks.stress --concurrency 4 --duration 20 --faults kill,timeout,stall --timeout-s 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+import agentgym_envs  # noqa: F401 (registers the agentrl ids)
+from agentgym_envs.errors import SandboxError
+from agentgym_envs.policies import Policy, PythonOraclePolicy, SearchOraclePolicy, tool_call_action
+from agentgym_envs.policies.base import prompt_only
+from agentgym_envs.sandbox import KernelSandbox, SandboxLimits
+from agentgym_envs.sandbox import system as sandbox_system
+from tasks import Task
+
+PYTHON_ENV = "agentrl/PythonSandbox-v0"
+SEARCH_ENV = "agentrl/Search-v0"
+LOAD_ACTION = tool_call_action("python", code="sum(range(1000))")
+"""The small tool call a load episode repeats."""
+
+SPIN_ACTION = tool_call_action("python", code="while True:\n    pass")
+"""The runaway cell of the ``timeout`` fault."""
+
+WORKER_FAULTS = ("kill", "timeout", "stall")
+FAULTS = (*WORKER_FAULTS, "daemon-restart")
+EXPECTED_REPORT = {"kill": "infra_error", "timeout": "agent error", "stall": "infra_error",
+                   "daemon-restart": "infra_error"}
+"""How the environment must report each fault."""
+
+DOCKER_ONLY_FAULTS = frozenset({"kill", "daemon-restart"})
+RESET_RETRY_S = 0.5
+"""Pause before a worker retries after a reset that raised SandboxError (the daemon may be down)."""
+
+
+# ------------------------------------------------------------------------------------------ config
+
+
+@dataclass(frozen=True)
+class StressConfig:
+    """One stress run.
+
+    Attributes:
+        env_id: Registered id to stress (PythonSandbox-v0 or Search-v0).
+        concurrency: Concurrency levels, run one after the other.
+        duration_s: Length of each level's measured window.
+        backend: Sandbox backend of PythonSandbox-v0 (``docker`` or ``bwrap``).
+        limits: Sandbox limits of every sandbox.
+        calls_per_episode: Load calls before the oracle's own actions (PythonSandbox-v0).
+        faults: Faults to inject once per level, among :data:`FAULTS`.
+        setup_parallelism: Sandboxes started at once during set-up.
+        split: Task split to draw from.
+        seed: Seed of the task draws and of the fault targets.
+    """
+
+    env_id: str = PYTHON_ENV
+    concurrency: tuple[int, ...] = (1, 8, 64, 256)
+    duration_s: float = 30.0
+    backend: str = "docker"
+    limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(memory_mb=256))
+    calls_per_episode: int = 4
+    faults: tuple[str, ...] = ()
+    setup_parallelism: int = 8
+    split: str = "train"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.env_id not in (PYTHON_ENV, SEARCH_ENV):
+            raise ValueError(f"env_id: expected {PYTHON_ENV} or {SEARCH_ENV}, got {self.env_id!r}")
+        if not self.concurrency or min(self.concurrency) < 1:
+            raise ValueError(f"concurrency: expected levels >= 1, got {self.concurrency}")
+        if self.duration_s <= 0 or self.setup_parallelism < 1 or self.calls_per_episode < 1:
+            raise ValueError("duration_s, setup_parallelism and calls_per_episode: expected positive values, got "
+                             f"{self.duration_s}, {self.setup_parallelism}, {self.calls_per_episode}")
+        unknown = set(self.faults) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"faults: expected a subset of {FAULTS}, got {sorted(unknown)}")
+        if self.faults and self.env_id != PYTHON_ENV:
+            raise ValueError(f"faults: only {PYTHON_ENV} has a sandbox to inject faults into, got {self.env_id}")
+        if self.backend != "docker" and DOCKER_ONLY_FAULTS & set(self.faults):
+            raise ValueError(f"faults {sorted(DOCKER_ONLY_FAULTS & set(self.faults))} need backend='docker', "
+                             f"got {self.backend!r}")
+
+
+# ----------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class ToolCallSample:
+    """One tool call: when it ended (seconds since the window opened), how long it took, how it went."""
+
+    ended_s: float
+    latency_s: float
+    ok: bool
+    infra_error: bool
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode, recorded the moment it ended.
+
+    Attributes:
+        worker: Index of the worker that played it.
+        task_id: The task.
+        started_s, ended_s: Seconds since the window opened.
+        answered: The agent answered (``terminated``).
+        correct: The answer earned the full reward.
+        infra_error: An infrastructure fault ended it (a reset that failed included).
+        tool_calls: Every tool call of the episode.
+        detail: The observation (or exception) that ended it, when it ended in an error.
+    """
+
+    worker: int
+    task_id: str
+    started_s: float
+    ended_s: float
+    answered: bool = False
+    correct: bool = False
+    infra_error: bool = False
+    tool_calls: list[ToolCallSample] = field(default_factory=list)
+    detail: str = ""
+
+    @property
+    def agent_errors(self) -> int:
+        """Failed tool calls that were the agent's doing, plus a wrong answer."""
+        failed = sum(1 for call in self.tool_calls if not call.ok and not call.infra_error)
+        return failed + int(self.answered and not self.correct)
+
+    @property
+    def infra_errors(self) -> int:
+        """Tool calls flagged ``infra_error``, or 1 when the fault was outside a tool call (reset, scoring)."""
+        in_calls = sum(1 for call in self.tool_calls if call.infra_error)
+        return in_calls or int(self.infra_error)
+
+
+@dataclass
+class FaultRecord:
+    """One injected fault and what became of it.
+
+    Attributes:
+        kind: One of :data:`FAULTS`.
+        worker: The worker hit (None for a daemon restart, which hits every worker).
+        scheduled_s: When the injector fired it (seconds since the window opened).
+        injected_s: When it took effect (None when the window closed first).
+        expected: How the env must report it (:data:`EXPECTED_REPORT`).
+        reported: How the env reported it: ``infra_error``, ``agent error``, ``no error`` or ``not injected``.
+        observation: The start of what the env said.
+        over_s: When the fault was over: the end of the episode it hit, or the daemon answering again.
+        recovered_s: When the worker (the last worker, after a daemon restart) next finished a correct
+            episode; None when it never did.
+        infra_episodes: Episodes that ended with ``infra_error`` after the fault and started before it
+            was over.
+        detail: Anything else (daemon downtime, the kernel pid that was stopped).
+    """
+
+    kind: str
+    worker: int | None
+    scheduled_s: float
+    injected_s: float | None = None
+    expected: str = ""
+    reported: str = "not injected"
+    observation: str = ""
+    over_s: float | None = None
+    recovered_s: float | None = None
+    infra_episodes: int = 0
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """Reported as expected and recovered from."""
+        return self.reported == self.expected and self.recovered_s is not None
+
+
+@dataclass
+class Leaks:
+    """What outlived a level: compared with a snapshot taken before its envs were made.
+
+    Attributes:
+        containers: Short ids of this process's labelled containers left (then swept).
+        processes: ``"pid name"`` of child processes left.
+        fds: Open descriptors of this process, after minus before.
+        rss_mb: Resident memory of this process, after minus before (reported, not a leak by itself).
+    """
+
+    containers: list[str] = field(default_factory=list)
+    processes: list[str] = field(default_factory=list)
+    fds: int = 0
+    rss_mb: float = 0.0
+
+    @property
+    def any(self) -> bool:
+        """True when a container, a process or a descriptor leaked."""
+        return bool(self.containers or self.processes or self.fds > 0)
+
+
+@dataclass
+class LevelReport:
+    """Everything one concurrency level measured (see the module docstring for the columns).
+
+    ``unexplained_infra_errors`` counts the infra errors that no injected fault accounts for: the
+    target is zero.
+    """
+
+    concurrency: int
+    setup_s: float
+    window_s: float
+    drain_s: float
+    teardown_s: float
+    episodes: int
+    correct: int
+    tool_calls: int
+    calls_per_s: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    agent_errors: int
+    infra_errors: int
+    unexplained_infra_errors: int
+    setup_errors: list[str]
+    worker_crashes: list[str]
+    min_available_gb: float
+    faults: list[FaultRecord]
+    leaks: Leaks
+    records: list[EpisodeRecord] = field(default_factory=list, repr=False)
+    """Every episode of the level, in the order they ended (left out of the JSON report)."""
+
+
+@dataclass
+class Report:
+    """A whole run: the configuration, one report per level and the machine."""
+
+    env_id: str
+    backend: str
+    limits: dict[str, Any]
+    calls_per_episode: int
+    levels: list[LevelReport] = field(default_factory=list)
+    machine: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def clean(self) -> bool:
+        """No infra error outside the injected faults, nothing leaked, every fault passed, no crash."""
+        return all(not (level.worker_crashes or level.setup_errors or level.leaks.any
+                        or level.unexplained_infra_errors) and all(fault.passed for fault in level.faults)
+                   for level in self.levels)
+
+
+class WindowClock:
+    """Seconds since the measured window opened (negative before it opens)."""
+
+    def __init__(self) -> None:
+        self._origin = time.perf_counter()
+
+    def open(self) -> None:
+        """Open the window now."""
+        self._origin = time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self._origin
+
+
+class Ledger:
+    """Thread-safe, append-only record of finished episodes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._episodes: list[EpisodeRecord] = []
+
+    def add(self, record: EpisodeRecord) -> None:
+        """Keep ``record``."""
+        with self._lock:
+            self._episodes.append(record)
+
+    def episodes(self) -> list[EpisodeRecord]:
+        """A copy of every record so far."""
+        with self._lock:
+            return list(self._episodes)
+
+
+# ---------------------------------------------------------------------------------------- policies
+
+
+class LoadPolicy:
+    """Keeps the tool busy: ``calls`` small ``python`` calls, then the reference oracle's actions.
+
+    Args:
+        calls: Load calls per episode (each one is :data:`LOAD_ACTION`).
+    """
+
+    name = "load"
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self._oracle = PythonOraclePolicy()
+        self._made = 0
+
+    def begin(self, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
+        """Start an episode: the load calls first."""
+        self._oracle.begin(task, prompt, info)
+        self._made = 0
+
+    def act(self, observation: str, info: Mapping[str, Any]) -> str:
+        """A load call while some are left, else the oracle's next action."""
+        if self._made < self.calls:
+            self._made += 1
+            return LOAD_ACTION
+        return self._oracle.act(observation, info)
+
+
+@dataclass(frozen=True)
+class EnvProfile:
+    """How to stress one env id: its constructor arguments, its policy and what the policy may see."""
+
+    make_kwargs: Callable[[StressConfig], dict[str, Any]]
+    make_policy: Callable[[StressConfig], Policy]
+    shown_task: Callable[[Task], Task]
+
+
+PROFILES: dict[str, EnvProfile] = {
+    PYTHON_ENV: EnvProfile(
+        make_kwargs=lambda c: {"split": c.split, "sandbox": c.backend, "sandbox_limits": c.limits},
+        make_policy=lambda c: LoadPolicy(c.calls_per_episode),
+        shown_task=lambda task: task),
+    SEARCH_ENV: EnvProfile(
+        make_kwargs=lambda c: {"split": c.split},
+        make_policy=lambda c: SearchOraclePolicy(),
+        shown_task=prompt_only),
+}
+
+
+# ------------------------------------------------------------------------------------------ faults
+
+
+def worker_sandbox(env: gym.Env) -> KernelSandbox | None:
+    """The sandbox an env currently holds (reaches into ``PythonSandboxEnv._sandbox``: no public accessor)."""
+    return getattr(env.unwrapped, "_sandbox", None)
+
+
+def kill_container(sandbox: KernelSandbox) -> str:
+    """``docker kill`` the sandbox's container."""
+    container = sandbox.container  # type: ignore[attr-defined]
+    container.kill()
+    return f"killed container {container.short_id}"
+
+
+def kernel_host_pids(sandbox: KernelSandbox) -> list[int]:
+    """Host pids of the sandbox's kernel: ``docker top`` rows of ``python3 -I -c``, or bwrap's descendants."""
+    if sandbox.backend == "docker":
+        top = sandbox.container.top()  # type: ignore[attr-defined]
+        pid_col, cmd_col = top["Titles"].index("PID"), top["Titles"].index("CMD")
+        return [int(row[pid_col]) for row in top["Processes"] if row[cmd_col].startswith("python3 -I -c")]
+    kernel = sandbox._kernel  # the host-side bwrap process of the kernel
+    if kernel is None:
+        return []
+    children = psutil.Process(kernel.pid).children(recursive=True)
+    return [child.pid for child in children if child.name().startswith("python") and "-I" in child.cmdline()]
+
+
+def stall_kernel(sandbox: KernelSandbox) -> str:
+    """SIGSTOP the kernel process, so that its stream hangs without closing."""
+    pids = kernel_host_pids(sandbox)
+    if not pids:
+        raise RuntimeError(f"stall: found no kernel process in the {sandbox.backend} sandbox")
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return f"stopped kernel pid {', '.join(map(str, pids))}"
+
+
+def restart_docker_daemon(wait_s: float = 90.0) -> tuple[str, int]:
+    """Stop dockerd and start it again the way ``python -m agentgym_envs.sandbox setup`` does.
+
+    Returns:
+        A description of what was done, and the new daemon's pid (a child of this process).
+
+    Raises:
+        RuntimeError: The running daemon was not started the project's way, so this harness must not
+            restart it with other arguments.
+    """
+    pid = int(sandbox_system.DOCKERD_PIDFILE.read_text().strip())
+    daemon = psutil.Process(pid)
+    expected = ["dockerd", *sandbox_system.DOCKERD_ARGS]
+    if [Path(daemon.cmdline()[0]).name, *daemon.cmdline()[1:]] != expected:
+        raise RuntimeError(f"daemon-restart: expected dockerd running as {' '.join(expected)}, "
+                           f"got {' '.join(daemon.cmdline())}; restart it yourself")
+    stopped = time.perf_counter()
+    daemon.terminate()
+    daemon.wait(timeout=wait_s)
+    down_s = time.perf_counter() - stopped
+    sandbox_system.ensure_docker(install=False, wait_s=wait_s)
+    new_pid = int(sandbox_system.DOCKERD_PIDFILE.read_text().strip())
+    return (f"dockerd {pid} stopped in {down_s:.1f} s, dockerd {new_pid} answering after "
+            f"{time.perf_counter() - stopped:.1f} s"), new_pid
+
+
+# ----------------------------------------------------------------------------------------- workers
+
+
+class Worker:
+    """One env and its policy, playing episodes back to back; applies the faults aimed at it.
+
+    Args:
+        index: Position among the level's workers.
+        config: The run's configuration.
+        clock: Seconds since the level's window opened.
+    """
+
+    def __init__(self, index: int, config: StressConfig, clock: Callable[[], float]) -> None:
+        self.index = index
+        self.profile = PROFILES[config.env_id]
+        self.config = config
+        self.clock = clock
+        self.policy = self.profile.make_policy(config)
+        self.rng = np.random.default_rng([config.seed, index])
+        self.env: gym.Env | None = None
+        self.setup_error: str | None = None
+        self._pending: FaultRecord | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Make the env and start its sandbox (a first reset), outside the window."""
+        try:
+            self.env = gym.make(self.config.env_id, **self.profile.make_kwargs(self.config))
+            self.env.reset(seed=self.config.seed + self.index)
+        except SandboxError as exc:
+            self.setup_error = f"worker {self.index}: {exc}"
+
+    def aim(self, fault: FaultRecord) -> bool:
+        """Take ``fault`` to apply before the next load call; False when one is already pending."""
+        with self._lock:
+            if self._pending is not None or self.env is None:
+                return False
+            self._pending = fault
+            return True
+
+    def run(self, deadline_s: float, ledger: Ledger) -> None:
+        """Play episodes until ``deadline_s``, recording each as it ends."""
+        if self.env is None:
+            return
+        tasks = self.env.unwrapped.tasks
+        while self.clock() < deadline_s:
+            task = tasks[int(self.rng.integers(len(tasks)))]
+            ledger.add(self.play(task))
+
+    def play(self, task: Task) -> EpisodeRecord:
+        """One episode of ``task``; never raises for a sandbox fault."""
+        assert self.env is not None
+        record = EpisodeRecord(worker=self.index, task_id=task.id, started_s=self.clock(), ended_s=0.0)
+        try:
+            observation, info = self.env.reset(options={"task": task})
+        except SandboxError as exc:
+            time.sleep(RESET_RETRY_S)
+            record.infra_error, record.detail, record.ended_s = True, f"reset failed: {exc}", self.clock()
+            return record
+        self.policy.begin(self.profile.shown_task(task), observation, info)
+        terminated = truncated = False
+        reward = 0.0
+        while not (terminated or truncated):
+            action = self.policy.act(observation, info)
+            fault, action = self._apply_pending(action)
+            observation, reward, terminated, truncated, info = self.env.step(action)
+            record.tool_calls += [ToolCallSample(self.clock(), call["latency_s"], call["ok"], call["infra_error"])
+                                  for call in info["tool_calls"]]
+            if fault is not None:
+                self._observe(fault, observation, info)
+        record.ended_s, record.answered = self.clock(), terminated
+        record.correct = terminated and reward >= 1.0 - 1e-9
+        record.infra_error = bool(info.get("infra_error"))
+        if record.infra_error or not record.correct:
+            record.detail = observation[:300]
+        return record
+
+    def _apply_pending(self, action: str) -> tuple[FaultRecord | None, str]:
+        """Apply the pending fault if ``action`` is a load call; return it and the action to take."""
+        if action != LOAD_ACTION:
+            return None, action
+        with self._lock:
+            fault, self._pending = self._pending, None
+        if fault is None:
+            return None, action
+        fault.injected_s = self.clock()
+        if fault.kind == "timeout":
+            fault.detail = "load call replaced by `while True: pass`"
+            return fault, SPIN_ACTION
+        sandbox = worker_sandbox(self.env)
+        assert sandbox is not None, "a load call runs in a started sandbox"
+        fault.detail = kill_container(sandbox) if fault.kind == "kill" else stall_kernel(sandbox)
+        return fault, action
+
+    @staticmethod
+    def _observe(fault: FaultRecord, observation: str, info: Mapping[str, Any]) -> None:
+        """Write down how the env reported the fault."""
+        if info["infra_error"]:
+            fault.reported = "infra_error"
+        else:
+            fault.reported = "no error" if info["ok"] else "agent error"
+        fault.observation = " ".join(observation.split())[:160]
+
+    def close(self) -> None:
+        """Close the env (and with it the sandbox)."""
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+
+# ------------------------------------------------------------------------------------------ levels
+
+
+@dataclass
+class Snapshot:
+    """What this process holds: labelled containers, child processes, fds, RSS."""
+
+    containers: dict[str, str]
+    children: dict[int, str]
+    fds: int
+    rss_mb: float
+
+    @classmethod
+    def take(cls, docker_used: bool) -> Snapshot:
+        """Take one now (after a garbage collection, so that dropped clients close their sockets)."""
+        gc.collect()
+        me = psutil.Process()
+        children = {}
+        for child in me.children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    children[child.pid] = child.name()
+        return cls(containers=own_containers() if docker_used else {}, children=children,
+                   fds=len(os.listdir("/proc/self/fd")), rss_mb=me.memory_info().rss / 2**20)
+
+
+def own_containers() -> dict[str, str]:
+    """Short id to name of every sandbox container this process labelled."""
+    from agentgym_envs.sandbox.docker import OWNER_LABEL, connect
+
+    client = connect()
+    try:
+        listed = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={os.getpid()}"})
+        return {container.short_id: container.name for container in listed}
+    finally:
+        client.close()
+
+
+def sweep_own_containers() -> int:
+    """Remove this process's labelled containers (the leak check's clean-up)."""
+    from agentgym_envs.sandbox.docker import OWNER_LABEL, sweep
+
+    return sweep(extra_labels=[f"{OWNER_LABEL}={os.getpid()}"])
+
+
+def compare(before: Snapshot, after: Snapshot, spared: set[int]) -> Leaks:
+    """What ``after`` holds that ``before`` did not; ``spared`` pids (a restarted dockerd) are no leak."""
+    processes = [f"{pid} {name}" for pid, name in after.children.items()
+                 if pid not in before.children and pid not in spared]
+    return Leaks(containers=sorted(set(after.containers) - set(before.containers)), processes=processes,
+                 fds=after.fds - before.fds, rss_mb=after.rss_mb - before.rss_mb)
+
+
+def with_descendants(pids: set[int]) -> set[int]:
+    """``pids`` and every process under them (a restarted dockerd and its containerd)."""
+    found = set(pids)
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+    return found
+
+
+def start_workers(workers: Sequence[Worker], parallelism: int) -> None:
+    """Start every worker's sandbox, ``parallelism`` at a time."""
+    with ThreadPoolExecutor(max_workers=parallelism) as pool:
+        list(pool.map(Worker.start, workers))
+
+
+def close_workers(workers: Sequence[Worker]) -> None:
+    """Close every worker's env, 16 at a time."""
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(Worker.close, workers))
+
+
+def schedule_faults(config: StressConfig) -> list[FaultRecord]:
+    """One record per fault, fired at evenly spaced points of the window, leaving its last third to recover in."""
+    count = len(config.faults)
+    return [FaultRecord(kind=kind, worker=None, scheduled_s=config.duration_s * (i + 1) / (count + 2),
+                        expected=EXPECTED_REPORT[kind]) for i, kind in enumerate(config.faults)]
+
+
+class Injector(threading.Thread):
+    """Fires the scheduled faults: aims worker faults at a random idle worker, restarts the daemon itself."""
+
+    def __init__(self, faults: Sequence[FaultRecord], workers: Sequence[Worker], clock: Callable[[], float],
+                 seed: int) -> None:
+        super().__init__(name="stress-injector", daemon=True)
+        self.faults, self.workers, self.clock = faults, workers, clock
+        self.rng = np.random.default_rng(seed)
+        self.stop = threading.Event()
+        self.spared_pids: set[int] = set()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        """Wait for each fault's time, then fire it."""
+        for fault in self.faults:
+            if self.stop.wait(max(0.0, fault.scheduled_s - self.clock())):
+                return
+            try:
+                self._fire(fault)
+            except (RuntimeError, OSError, psutil.Error, SandboxError) as exc:
+                fault.detail, self.error = f"could not inject: {exc}", f"{fault.kind}: {exc}"
+
+    def _fire(self, fault: FaultRecord) -> None:
+        if fault.kind == "daemon-restart":
+            fault.injected_s = self.clock()
+            fault.detail, new_pid = restart_docker_daemon()
+            fault.over_s = self.clock()
+            self.spared_pids.add(new_pid)
+            return
+        for index in self.rng.permutation(len(self.workers)):
+            if self.workers[index].aim(fault):
+                fault.worker = int(index)
+                return
+
+
+def judge_faults(faults: Sequence[FaultRecord], episodes: Sequence[EpisodeRecord]) -> int:
+    """Fill in each fault's outcome from the recorded episodes; return the infra errors no fault explains."""
+    explained: set[int] = set()
+    for fault in faults:
+        if fault.injected_s is None:
+            continue
+        hit = sorted((e for e in episodes if fault.worker in (None, e.worker) and e.ended_s >= fault.injected_s),
+                     key=lambda e: e.ended_s)
+        if fault.worker is not None and hit:
+            fault.over_s = hit[0].ended_s  # a worker fault is over when the episode it hit ends
+        struck = [e for e in hit if e.infra_error and fault.over_s is not None and e.started_s <= fault.over_s]
+        explained.update(id(e) for e in struck)
+        fault.infra_episodes = len(struck)
+        if fault.kind == "daemon-restart":
+            fault.reported = "infra_error" if struck else "no error"
+            fault.observation = next((" ".join(e.detail.split())[:160] for e in struck), "")
+        fault.recovered_s = recovery_time(fault, hit)
+    return sum(e.infra_errors for e in episodes if e.infra_errors and id(e) not in explained)
+
+
+def recovery_time(fault: FaultRecord, hit: Sequence[EpisodeRecord]) -> float | None:
+    """When the worker hit (every worker that played on, after a daemon restart) next finished a correct episode.
+
+    After a daemon restart the episode must also have started after the daemon answered again.
+    """
+    firsts: dict[int, float] = {}
+    for episode in hit:
+        fresh = fault.worker is not None or (fault.over_s is not None and episode.started_s >= fault.over_s)
+        if episode.correct and not episode.infra_error and fresh:
+            firsts.setdefault(episode.worker, episode.ended_s)
+    players = {episode.worker for episode in hit}
+    if not firsts or set(firsts) != players:
+        return None
+    return max(firsts.values())
+
+
+def memory_watch(stop: threading.Event, floor: list[float]) -> None:
+    """Keep the lowest available host memory (GB) seen until ``stop`` is set."""
+    while not stop.wait(0.5):
+        floor[0] = min(floor[0], psutil.virtual_memory().available / 2**30)
+
+
+@contextlib.contextmanager
+def watching_memory() -> Iterator[list[float]]:
+    """Sample the host's available memory in the background; yields a one-item list holding the minimum."""
+    floor = [psutil.virtual_memory().available / 2**30]
+    stop = threading.Event()
+    thread = threading.Thread(target=memory_watch, args=(stop, floor), daemon=True)
+    thread.start()
+    try:
+        yield floor
+    finally:
+        stop.set()
+        thread.join()
+
+
+def play_window(workers: Sequence[Worker], config: StressConfig, clock: Callable[[], float],
+                ledger: Ledger, injector: Injector) -> list[str]:
+    """Run every worker until the window closes (each finishes its episode); return worker crashes."""
+    crashes: list[str] = []
+    injector.start()
+    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+        futures = [pool.submit(worker.run, config.duration_s, ledger) for worker in workers]
+        for worker, future in zip(workers, futures, strict=True):
+            error = future.exception()
+            if error is not None:
+                crashes.append(f"worker {worker.index}: {type(error).__name__}: {error}")
+    injector.stop.set()
+    injector.join()
+    return crashes
+
+
+def run_level(config: StressConfig, concurrency: int) -> LevelReport:
+    """Set up ``concurrency`` workers, play the window (injecting faults), close, check for leaks."""
+    docker_used = config.env_id == PYTHON_ENV and config.backend == "docker"
+    before = Snapshot.take(docker_used)
+    clock = WindowClock()
+    workers = [Worker(i, config, clock) for i in range(concurrency)]
+    started = time.perf_counter()
+    start_workers(workers, config.setup_parallelism)
+    setup_s = time.perf_counter() - started
+    ledger, faults = Ledger(), schedule_faults(config)
+    injector = Injector(faults, workers, clock, config.seed)
+    with watching_memory() as floor:
+        clock.open()
+        crashes = play_window(workers, config, clock, ledger, injector)
+        window_end = clock()
+    started = time.perf_counter()
+    close_workers(workers)
+    teardown_s = time.perf_counter() - started
+    setup_errors = [w.setup_error for w in workers if w.setup_error]
+    del workers
+    leaks = compare(before, Snapshot.take(docker_used), with_descendants(injector.spared_pids))
+    if docker_used and leaks.containers:
+        sweep_own_containers()
+    if injector.error:
+        crashes.append(f"injector: {injector.error}")
+    episodes = ledger.episodes()
+    unexplained = judge_faults(faults, episodes)
+    level = summarize(config, concurrency, episodes, faults, leaks,
+                      timings=(setup_s, max(0.0, window_end - config.duration_s), teardown_s),
+                      errors=(setup_errors, crashes), min_available_gb=floor[0])
+    level.unexplained_infra_errors, level.records = unexplained, episodes
+    return level
+
+
+def summarize(config: StressConfig, concurrency: int, episodes: Sequence[EpisodeRecord],
+              faults: list[FaultRecord], leaks: Leaks, *, timings: tuple[float, float, float],
+              errors: tuple[list[str], list[str]], min_available_gb: float) -> LevelReport:
+    """Turn the recorded episodes of one level into its report."""
+    calls = [call for episode in episodes for call in episode.tool_calls]
+    in_window = [call.latency_s * 1000.0 for call in calls if call.ended_s <= config.duration_s]
+    p50, p95, p99 = np.percentile(in_window, [50, 95, 99]).tolist() if in_window else (0.0, 0.0, 0.0)
+    setup_s, drain_s, teardown_s = timings
+    return LevelReport(
+        concurrency=concurrency, setup_s=setup_s, window_s=config.duration_s, drain_s=drain_s,
+        teardown_s=teardown_s, episodes=len(episodes), correct=sum(e.correct for e in episodes),
+        tool_calls=len(calls), calls_per_s=len(in_window) / config.duration_s, p50_ms=p50, p95_ms=p95, p99_ms=p99,
+        agent_errors=sum(e.agent_errors for e in episodes), infra_errors=sum(e.infra_errors for e in episodes),
+        unexplained_infra_errors=0, setup_errors=errors[0], worker_crashes=errors[1],
+        min_available_gb=min_available_gb, faults=faults, leaks=leaks)
+
+
+def run_stress(config: StressConfig, *, on_level: Callable[[LevelReport], None] | None = None) -> Report:
+    """Run every concurrency level of ``config`` and return the report.
+
+    Args:
+        config: What to run.
+        on_level: Called with each level's report as soon as it is done (to print it).
+    """
+    report = Report(env_id=config.env_id, backend=config.backend if config.env_id == PYTHON_ENV else "-",
+                    limits=asdict(config.limits), calls_per_episode=config.calls_per_episode,
+                    machine={"cpus": str(os.cpu_count()), "platform": platform.platform(),
+                             "python": platform.python_version(),
+                             "memory_gb": f"{psutil.virtual_memory().total / 2**30:.1f}"})
+    for concurrency in config.concurrency:
+        level = run_level(config, concurrency)
+        report.levels.append(level)
+        if on_level is not None:
+            on_level(level)
+    return report
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def level_table(report: Report) -> Table:
+    """One row per concurrency level."""
+    table = Table(title=f"Tool-concurrency stress: {report.env_id} ({report.backend}, "
+                        f"{report.machine['cpus']} CPUs, {report.machine['memory_gb']} GB)")
+    columns = ("N", "setup s", "episodes", "correct", "calls/s", "p50 ms", "p95 ms", "p99 ms", "agent err",
+               "infra err", "leaks", "min free GB")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for level in report.levels:
+        table.add_row(str(level.concurrency), f"{level.setup_s:.1f}", str(level.episodes), str(level.correct),
+                      f"{level.calls_per_s:,.1f}", f"{level.p50_ms:,.1f}", f"{level.p95_ms:,.1f}",
+                      f"{level.p99_ms:,.1f}", str(level.agent_errors), str(level.infra_errors),
+                      leak_text(level.leaks), f"{level.min_available_gb:.1f}")
+    return table
+
+
+def leak_text(leaks: Leaks) -> str:
+    """``none``, or what leaked."""
+    if not leaks.any:
+        return "none"
+    return f"{len(leaks.containers)} ctr, {len(leaks.processes)} proc, {leaks.fds:+d} fd"
+
+
+def fault_table(report: Report) -> Table:
+    """One row per injected fault of every level."""
+    table = Table(title="Injected faults")
+    for column in ("N", "fault", "worker", "at s", "expected", "reported", "recovered at s", "infra eps",
+                   "ok", "what the env said / detail"):
+        table.add_column(column, justify="left" if column.startswith(("what", "fault", "expected", "rep")) else "right")
+    for level in report.levels:
+        for fault in level.faults:
+            at = "-" if fault.injected_s is None else f"{fault.injected_s:.1f}"
+            recovered = "never" if fault.recovered_s is None else f"{fault.recovered_s:.1f}"
+            worker = "all" if fault.worker is None else str(fault.worker)
+            table.add_row(str(level.concurrency), fault.kind, worker, at, fault.expected, fault.reported, recovered,
+                          str(fault.infra_episodes), "yes" if fault.passed else "NO",
+                          f"{fault.observation[:90]} [{fault.detail}]")
+    return table
+
+
+def render(report: Report, console: Console) -> None:
+    """Print the level table, the fault table and any problem in words."""
+    console.print(level_table(report))
+    if any(level.faults for level in report.levels):
+        console.print(fault_table(report))
+    for level in report.levels:
+        for problem in [*level.setup_errors, *level.worker_crashes, *level.leaks.containers, *level.leaks.processes]:
+            console.print(f"[red]N={level.concurrency}[/red]: {problem}")
+        console.print(f"N={level.concurrency}: setup {level.setup_s:.1f} s, window {level.window_s:g} s, "
+                      f"drain {level.drain_s:.1f} s, teardown {level.teardown_s:.1f} s, "
+                      f"{level.tool_calls} tool calls, RSS {level.leaks.rss_mb:+.0f} MB")
+    verdict = "CLEAN" if report.clean else "NOT CLEAN"
+    console.print(f"{verdict}: zero infra errors outside injected faults, nothing leaked, every fault reported "
+                  "as expected and recovered from")
+
+
+def write_json(report: Report, path: Path) -> None:
+    """Write the report (every level, fault and leak) as JSON."""
+    payload = asdict(report)
+    for level in payload["levels"]:
+        del level["records"]
+    payload["clean"] = report.clean
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.stress", description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default=PYTHON_ENV, choices=sorted(PROFILES), help="environment id to stress")
+    parser.add_argument("--concurrency", default="1,8,64,256", help="comma-separated concurrency levels")
+    parser.add_argument("--duration", type=float, default=30.0, help="measured window per level, in seconds")
+    parser.add_argument("--backend", default="docker", choices=("docker", "bwrap"), help="sandbox backend")
+    parser.add_argument("--calls-per-episode", type=int, default=4, help="load calls before the oracle's answer")
+    parser.add_argument("--faults", default="", help=f"comma-separated faults to inject once per level: {FAULTS}")
+    parser.add_argument("--timeout-s", type=float, default=10.0, help="SandboxLimits.timeout_s of each sandbox")
+    parser.add_argument("--memory-mb", type=int, default=256, help="SandboxLimits.memory_mb of each sandbox")
+    parser.add_argument("--setup-parallelism", type=int, default=8, help="sandboxes started at once in set-up")
+    parser.add_argument("--split", default="train", help="task split")
+    parser.add_argument("--seed", type=int, default=0, help="seed of task draws and fault targets")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the report to PATH")
+    parser.add_argument("--check", action="store_true", help="exit with status 1 when the run is not clean")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> StressConfig:
+    """A :class:`StressConfig` from parsed arguments."""
+    try:
+        levels = tuple(int(level) for level in args.concurrency.split(",") if level.strip())
+    except ValueError as exc:
+        raise SystemExit(f"--concurrency: expected comma-separated integers, got {args.concurrency!r}") from exc
+    faults = tuple(name.strip() for name in args.faults.split(",") if name.strip())
+    limits = SandboxLimits(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
+    return StressConfig(env_id=args.env, concurrency=levels, duration_s=args.duration, backend=args.backend,
+                        limits=limits, calls_per_episode=args.calls_per_episode, faults=faults,
+                        setup_parallelism=args.setup_parallelism, split=args.split, seed=args.seed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the stress test; status 1 with ``--check`` when the run is not clean."""
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
+    console = Console(width=max(Console().width, 160))  # the fault table needs the room
+    report = run_stress(config, on_level=lambda level: console.print(
+        f"level N={level.concurrency} done: {level.episodes} episodes, {level.calls_per_s:,.1f} calls/s"))
+    render(report, console)
+    if args.json is not None:
+        write_json(report, args.json)
+    return 1 if args.check and not report.clean else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

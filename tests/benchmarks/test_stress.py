@@ -1,0 +1,112 @@
+"""The stress harness: a short clean ramp, injected faults reported and recovered from, the fault bookkeeping."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agentgym_envs.sandbox import SandboxLimits
+from benchmarks.stress import (
+    EpisodeRecord,
+    FaultRecord,
+    StressConfig,
+    judge_faults,
+    main,
+    run_stress,
+)
+
+FAST_LIMITS = SandboxLimits(timeout_s=2.0, memory_mb=256)
+"""A 2 s timeout, so that the timeout and stall faults are over in about 4 s."""
+
+
+def test_short_ramp_has_no_infra_errors_and_leaks_nothing(backend: str, tmp_path: Path):
+    out = tmp_path / "stress.json"
+    status = main(["--backend", backend, "--concurrency", "1,4", "--duration", "4", "--json", str(out), "--check"])
+    assert status == 0
+
+    report = json.loads(out.read_text())
+    assert report["clean"] is True
+    assert [level["concurrency"] for level in report["levels"]] == [1, 4]
+    for level in report["levels"]:
+        assert level["infra_errors"] == 0 and level["agent_errors"] == 0
+        assert level["episodes"] >= level["concurrency"] and level["correct"] == level["episodes"]
+        assert level["calls_per_s"] > 0 and 0 < level["p50_ms"] <= level["p95_ms"] <= level["p99_ms"]
+        assert level["leaks"]["containers"] == [] and level["leaks"]["processes"] == []
+        assert level["leaks"]["fds"] <= 0
+        assert "records" not in level
+
+
+def test_faults_are_reported_recovered_from_and_lose_no_episode(backend: str):
+    faults = ("kill", "timeout", "stall") if backend == "docker" else ("timeout", "stall")
+    config = StressConfig(concurrency=(2,), duration_s=16.0, backend=backend, limits=FAST_LIMITS, faults=faults)
+    report = run_stress(config)
+
+    (level,) = report.levels
+    assert [fault.kind for fault in level.faults] == list(faults)
+    for fault in level.faults:
+        assert fault.injected_s is not None, f"{fault.kind} was never injected"
+        assert fault.reported == fault.expected, (fault.kind, fault.observation)
+        assert fault.recovered_s is not None and fault.recovered_s > fault.injected_s, fault.kind
+        mine = [e for e in level.records if e.worker == fault.worker]
+        assert any(e.correct and e.ended_s < fault.injected_s for e in mine)  # finished before: kept
+        assert any(e.correct and e.ended_s > fault.injected_s for e in mine)  # finished after: recovered
+    expected_infra = sum(fault.expected == "infra_error" for fault in level.faults)
+    assert level.infra_errors == expected_infra and level.unexplained_infra_errors == 0
+    assert level.worker_crashes == [] and not level.leaks.any
+    assert report.clean
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("AGENTRL_STRESS_DAEMON") != "1",
+                    reason="restarts the shared Docker daemon: set AGENTRL_STRESS_DAEMON=1 to run it")
+def test_daemon_restart_is_an_infra_error_and_every_worker_recovers(docker_backend: str):
+    config = StressConfig(concurrency=(3,), duration_s=40.0, faults=("daemon-restart",), limits=FAST_LIMITS)
+    (level,) = run_stress(config).levels
+
+    (fault,) = level.faults
+    assert fault.reported == "infra_error" and fault.infra_episodes >= 1, fault.detail
+    assert fault.recovered_s is not None, fault.detail
+    assert level.unexplained_infra_errors == 0 and level.worker_crashes == []
+    assert level.leaks.processes == []
+    if level.leaks.containers or level.leaks.fds > 0:  # the harness swept the containers; none should be left
+        pytest.xfail("a container whose removal failed while dockerd was down is orphaned (and one fd with it): "
+                     "PythonSandboxEnv._release_sandbox drops the sandbox before DockerSandbox.close() succeeds")
+
+
+def episode(worker: int, started: float, ended: float, *, correct: bool = True, infra: bool = False) -> EpisodeRecord:
+    return EpisodeRecord(worker=worker, task_id="t", started_s=started, ended_s=ended, answered=correct,
+                         correct=correct, infra_error=infra)
+
+
+def test_judge_explains_infra_errors_by_faults_and_finds_recovery():
+    kill = FaultRecord(kind="kill", worker=0, scheduled_s=1.0, injected_s=1.5, expected="infra_error",
+                       reported="infra_error")
+    episodes = [
+        episode(0, 0.0, 1.0),
+        episode(0, 1.0, 2.0, correct=False, infra=True),  # the episode the kill hit
+        episode(0, 2.0, 3.0),  # recovered here
+        episode(1, 0.0, 2.5, correct=False, infra=True),  # another worker: no fault explains it
+    ]
+    assert judge_faults([kill], episodes) == 1
+    assert kill.over_s == 2.0 and kill.infra_episodes == 1 and kill.recovered_s == 3.0
+    assert kill.passed
+
+
+def test_daemon_restart_recovers_only_when_every_worker_plays_again_after_it():
+    restart = FaultRecord(kind="daemon-restart", worker=None, scheduled_s=1.0, injected_s=1.0, over_s=4.0,
+                          expected="infra_error")
+    episodes = [episode(0, 0.5, 2.0, correct=False, infra=True), episode(1, 0.5, 2.0, correct=False, infra=True),
+                episode(0, 4.5, 5.0), episode(1, 2.0, 4.2, correct=False, infra=True)]  # worker 1 never recovers
+    assert judge_faults([restart], episodes) == 0
+    assert restart.reported == "infra_error" and restart.infra_episodes == 3
+    assert restart.recovered_s is None and not restart.passed
+
+
+def test_config_rejects_faults_the_backend_cannot_take():
+    with pytest.raises(ValueError, match="need backend='docker'"):
+        StressConfig(backend="bwrap", faults=("kill",))
+    with pytest.raises(ValueError, match="expected a subset"):
+        StressConfig(faults=("flood",))
