@@ -4,8 +4,10 @@ The judge is the one reward in this package that does I/O. Three things keep it 
 
 - Injection resistance: the task prompt and the trajectory are quoted as data between two
   fence lines whose delimiter is derived from a hash of the quoted text and is guaranteed not
-  to occur in it, so quoted text cannot close the fence. The prompt says, before and after the
-  fence, that the quoted text is untrusted and that instructions inside it must not be followed.
+  to occur in it, so quoted text cannot close the fence. Inside the fence every line of quoted
+  text starts with ``| ``, so it cannot forge the section labels (a second "reference answer").
+  The prompt says, before and after the fence, that the quoted text is untrusted and that
+  instructions inside it must not be followed.
 - Strict verdicts: a reply counts only when its last non-empty line is ``VERDICT: PASS`` or
   ``VERDICT: FAIL``; anything else is an abstention, reported in the components. The verdict is
   PASS only when PASS votes outnumber FAIL votes: ties, and all-abstain, are FAIL.
@@ -103,16 +105,37 @@ def fence_for(text: str) -> str:
 
 
 def render_trajectory(task: Task, trajectory: Trajectory) -> str:
-    """The task and trajectory as plain, labelled text (the part of the prompt that is quoted)."""
-    sections = [f"[task prompt]\n{task.prompt}"]
+    """The task and trajectory as labelled text (the part of the prompt that is quoted).
+
+    Every line of a section's text starts with ``| ``, so only the labels start a line with ``[``: an
+    agent cannot forge a ``[reference answer ...]`` or ``[agent's final answer]`` section.
+
+    Example:
+        >>> from tasks.records import Task, Trajectory
+        >>> print(render_trajectory(Task("qa/0", "Search", "qa", "Who?", answer="Ann"), Trajectory()))
+        [task prompt]
+        | Who?
+        <BLANKLINE>
+        [reference answer from the task author]
+        | Ann
+        <BLANKLINE>
+        [agent's final answer]
+        | (none given)
+    """
+    sections = [("task prompt", task.prompt)]
     if task.answer is not None:
-        sections.append(f"[reference answer from the task author]\n{task.answer}")
+        sections.append(("reference answer from the task author", str(task.answer)))
     for number, turn in enumerate(trajectory.turns, start=1):
-        sections.append(f"[turn {number}: agent action]\n{turn.action}")
-        sections.append(f"[turn {number}: environment observation]\n{turn.observation}")
+        sections.append((f"turn {number}: agent action", turn.action))
+        sections.append((f"turn {number}: environment observation", turn.observation))
     final = trajectory.final_answer
-    sections.append(f"[agent's final answer]\n{final if final is not None else '(none given)'}")
-    return "\n\n".join(sections)
+    sections.append(("agent's final answer", final if final is not None else "(none given)"))
+    return "\n\n".join(f"[{label}]\n{_quote(text)}" for label, text in sections)
+
+
+def _quote(text: str) -> str:
+    """``text`` with ``| `` before each of its lines (an empty text is one empty quoted line)."""
+    return "\n".join(f"| {line}" for line in text.splitlines() or [""])
 
 
 def parse_verdict(reply: str) -> bool | None:

@@ -8,7 +8,8 @@ untrusted model output:
 - It never raises on garbage input; anything it cannot read is "not equivalent".
 - Several answers at once do not pass: ``3 or 4`` is the set ``{3, 4}``, not ``3``; two distinct
   ``\boxed{}`` answers fail, and so do several ``$...$`` spans; ``3 4`` fails (math-verify would
-  read it as ``7``).
+  read it as ``7``); so do equations with a value on the left, ``3 = 4`` or ``2x = 10`` (math-verify
+  would read their right-hand side alone), while ``x = 5`` passes as ``5``.
 - Inputs over :data:`MAX_ANSWER_CHARS`, and inputs whose exact value explodes (power towers such
   as ``9^{9^{9}}``, huge exponents or factorials), are rejected before any parsing.
 - In the main thread the whole comparison runs under a ``SIGALRM`` timer of ``timeout_s``
@@ -63,6 +64,13 @@ _EXPLOSIVE = (
 _GROUP_POWER = re.compile(r"[)}]\s*(?:\^|\*\*)")  # ((a^b)^c)^d multiplies the exponents
 _MULTIDIGIT_EXPONENT = re.compile(r"(?:\^|\*\*)\s*[({]?\s*[-+]?\d{2,}")
 _MAX_GROUP_POWERS = 3
+_EQUALS = re.compile(r"(?<![<>!])==?|\\(?:equiv|approx)(?![A-Za-z])")  # math-verify keeps only the right side
+_NAME = r"(?:[A-Za-z]|\\(?:alpha|beta|gamma|delta|epsilon|theta|lambda|mu|phi|psi|omega)|\\text\{[A-Za-z]\})" \
+        r"(?:_\{?[A-Za-z0-9]+\}?)?"
+_NAMED = re.compile(  # "x", "x_1", "(x, y)" at the start or after a separator: "x = -2 \text{ or } x = 6"
+    rf"(?:^|[,;]|\bor\b|\band\b|\\text\{{[^{{}}]*\}}|\\quad|\\\\)\s*"
+    rf"(?:{_NAME}|\(\s*{_NAME}(?:\s*,\s*{_NAME})*\s*\))\s*$"
+)
 
 
 def math_equivalent(prediction: str, gold: str, *, timeout_s: float = 5.0) -> bool:
@@ -132,9 +140,19 @@ def _answer_text(text: object) -> str | None:
     if len(boxed) > 1:
         return None  # several different boxed answers
     core = _strip_wrappers(boxed.pop() if boxed else text)
-    if not core or _INNER_DELIMITER.search(core) or _looks_explosive(core):
+    if not core or _INNER_DELIMITER.search(core) or _looks_explosive(core) or _equates_values(core):
         return None
     return core
+
+
+def _equates_values(text: str) -> bool:
+    """Whether an ``=`` has something other than a variable on its left: ``3 = 4``, ``2x = 10``, ``x = 3 = 4``.
+
+    math-verify reads an equation as its right-hand side, so such an answer would pass on its last
+    value alone; ``x = 5``, ``x_1 = -2, x_2 = 6`` and ``(x, y) = (1, 2)`` keep working.
+    """
+    left_sides = _EQUALS.split(text)[:-1]
+    return any(not _NAMED.search(side) for side in left_sides)
 
 
 def _looks_explosive(text: str) -> bool:
