@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+# No model hub anywhere in the tests: the tiny model is built locally, and nothing may phone home.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
 if TYPE_CHECKING:
     from agentgym_envs.sandbox import KernelSandbox, SandboxLimits
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import gymnasium as gym
 
+from agentgym_envs.errors import SandboxError
 from tasks import Task
 from trainers.chat import ChatTokens
 from trainers.generation import GeneratedTurn, Generator
@@ -221,7 +222,13 @@ class RolloutEngine:
         return episodes
 
     def _start(self, env: gym.Env, request: EpisodeRequest) -> Episode:
-        observation, _ = env.reset(seed=request.seed, options={"task": request.task})
+        """Reset the env; a sandbox that fails to reset ends the episode at once as an infrastructure error."""
+        try:
+            observation, _ = env.reset(seed=request.seed, options={"task": request.task})
+        except SandboxError:
+            return Episode(env_id=request.env_id, task_id=request.task.id, group=request.group,
+                           prompt_ids=self.chat.prompt_ids(request.task.prompt), infra_error=True,
+                           stop_reason="infra_error")
         return Episode(env_id=request.env_id, task_id=request.task.id, group=request.group,
                        prompt_ids=self.chat.prompt_ids(observation))
 

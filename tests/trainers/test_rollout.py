@@ -140,3 +140,22 @@ def test_rollout_config_refuses_inconsistent_limits():
         RolloutConfig(max_tokens_per_turn=4, min_turn_tokens=8)
     with pytest.raises(ValueError, match="temperature"):
         RolloutConfig(temperature=-1.0)
+
+
+class ResetFailsEnv(gym.Wrapper):
+    """An env whose sandbox cannot be reset (as when the Docker daemon is down)."""
+
+    def reset(self, **kwargs):
+        from agentgym_envs.errors import SandboxCrashedError
+
+        raise SandboxCrashedError("container is gone")
+
+
+def test_an_env_that_fails_to_reset_gives_an_infrastructure_episode_not_a_crash(tiny):
+    model, tokenizer = tiny
+    engine = RolloutEngine(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer,
+                           EnvPool(lambda env_id: ResetFailsEnv(gym.make(env_id, split="train"))),
+                           RolloutConfig(max_turns=2, max_tokens_per_turn=8))
+    episodes = engine.run(group_requests([(ENV_ID, TASKS[0])], 2, seed=0))
+    engine.envs.close()
+    assert [(e.infra_error, e.stop_reason, e.completion_ids) for e in episodes] == [(True, "infra_error", [])] * 2

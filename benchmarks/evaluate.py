@@ -1,0 +1,1047 @@
+"""Checkpoint and baseline evaluation on the bundled suites: pass@k, rewards, tools, turns, and an env-match check.
+
+Each model is played on the bundled split of every suite, through the same environments training uses:
+
+    ==========  =============================================================================================
+    --model     what plays
+    ==========  =============================================================================================
+    oracle      the scripted oracle of the suite (Search: tools-only, shown the question alone; Python: replays
+                the task's reference solution). Deterministic: one episode per task, pass@k = pass@1.
+    random      random well-formed tool calls, then a random word as the answer (the floor to beat); seeded
+                per episode, so ``--samples`` episodes per task give a real pass@k.
+    tiny        the tiny default model (built locally), through the rollout engine.
+    <path|id>   a local checkpoint folder or a hub id, through the rollout engine.
+    <report>    a ``report.json`` of an earlier run: its results join this report, and its environment
+                fingerprint is checked against this run's.
+    ==========  =============================================================================================
+
+Models get ``--samples`` episodes per task at ``--temperature`` (pass@1 and the unbiased pass@k estimator of
+Chen et al. 2021 from them) and, when sampling, one greedy episode per task as well (greedy pass@1). Episodes
+that an infrastructure fault ended are left out of every rate and counted on their own. Per suite and model
+the report gives: pass@1, pass@k, greedy pass@1, mean reward and the mean of each reward component (an
+unanswered episode scores 0 on each), pass@1 and mean reward by difficulty, tool calls per episode and the
+agent's failure rate per tool, the turn distribution and the stop reasons.
+
+Env match: every report carries a fingerprint of each environment (id, turn limit, tool schemas, action and
+observation limits, sandbox limits, reward terms with weights, caps and functions, data manifest hash and
+generator versions, prompt style) and of the rollout limits. ``--training-config`` takes a GRPO or PPO config
+(YAML or JSON; the envs are built from it as training builds them), a ``fingerprint.json`` or a
+``report.json``, and lists every difference. The split itself (and its hash and size) is not compared:
+training and evaluation use different splits by design.
+
+Outputs, under ``--out`` (default ``runs/eval/<models>__<suites>__<split>``): ``report.json``, ``report.md``,
+``fingerprint.json``, ``by_difficulty.png``, ``tool_calls.png`` and ``episodes.jsonl`` (one line per episode).
+Same arguments, same numbers: scripted policies exactly, models through ``torch.manual_seed`` before every
+generation batch.
+
+Example:
+    python -m benchmarks.evaluate --model oracle --model random --suite search,python --split test
+    python -m benchmarks.evaluate --model runs/grpo --suite search --samples 8 --temperature 1.0 --k 1 4 8 \\
+        --training-config trainers/configs/ppo_tiny_cpu.yaml
+    python -m benchmarks.evaluate --compare runs/eval/a/report.json runs/eval/b/report.json --suite search
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import math
+import os
+import re
+import statistics
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import agentgym_envs  # noqa: F401  (registers the agentrl/... ids)
+from agentgym_envs.errors import SandboxCrashedError
+from agentgym_envs.policies import Policy, PythonOraclePolicy, RandomPolicy, SearchOraclePolicy, run_episode
+from agentgym_envs.policies.base import EpisodeResult, prompt_only
+from rewards import CompositeReward
+from tasks import Task
+from tasks.splits import bundle_manifest
+from trainers.rollout import Episode, EpisodeRequest, group_requests
+
+SUITES = {"search": "agentrl/Search-v0", "python": "agentrl/PythonSandbox-v0"}
+"""Suite name to the registry id of its environment."""
+BASELINES = ("oracle", "random")
+SUCCESS_COMPONENT = "outcome"
+"""The reward component that says whether a task was solved (1.0 = solved); the reward itself when absent."""
+FINGERPRINT_VERSION = 1
+NOT_COMPARED = frozenset({"split", "split_sha256", "tasks"})
+"""Fingerprint keys that differ between a training and an evaluation split by design."""
+ENV_SETTINGS = ("prompt_style", "max_action_chars", "max_tool_calls_per_turn", "max_observation_chars",
+                "page_chars", "corpus", "backend", "test_timeout_s")
+"""Attributes of an env's ``unwrapped`` recorded in its fingerprint, when it has them."""
+ROLLOUT_LIMITS = ("max_turns", "max_tokens_per_turn", "max_context_tokens")
+ABSENT = "(absent)"
+
+
+# ---------------------------------------------------------------------------------------------- config
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to evaluate and how.
+
+    Attributes:
+        models: ``oracle``, ``random``, ``tiny``, checkpoint folders, hub ids or earlier ``report.json`` files.
+        suites: Suite names (keys of :data:`SUITES`).
+        split: Bundled split.
+        limit: Evaluate only the first ``limit`` tasks of each suite's split (None: all).
+        samples: Episodes per task (n of pass@k).
+        temperature: Sampling temperature of models (0: greedy).
+        k: The k of pass@k (each <= ``samples``); pass@1 is always reported.
+        seed: Base seed of env resets, random policies and model sampling.
+        sandbox: Backend of PythonSandbox (``docker``, ``bwrap``, ``local``).
+        prompt_style: ``full`` (instructions and tools in the prompt) or ``task`` (the task text only).
+        max_turns: Most model turns per episode (None: the env's turn limit).
+        max_tokens_per_turn: Most tokens a model generates in one turn.
+        max_context_tokens: Token budget of a model episode (cut to the model's position limit).
+        batch_size: Model episodes in flight together (one env each).
+        device: Torch device of models (None: cuda when available, else cpu).
+        training_config: GRPO/PPO config, ``fingerprint.json`` or ``report.json`` to check the envs against.
+    """
+
+    models: tuple[str, ...]
+    suites: tuple[str, ...] = ("search",)
+    split: str = "test"
+    limit: int | None = None
+    samples: int = 1
+    temperature: float = 0.0
+    k: tuple[int, ...] = ()
+    seed: int = 0
+    sandbox: str = "docker"
+    prompt_style: str = "full"
+    max_turns: int | None = None
+    max_tokens_per_turn: int = 256
+    max_context_tokens: int = 4096
+    batch_size: int = 32
+    device: str | None = None
+    training_config: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ValueError("models: expected at least one (--model oracle, --model runs/ckpt, ...), got none")
+        unknown = [suite for suite in self.suites if suite not in SUITES]
+        if unknown or not self.suites:
+            raise ValueError(f"suites: expected a comma-separated subset of {sorted(SUITES)}, got {list(self.suites)}")
+        if self.samples < 1 or self.batch_size < 1 or (self.limit is not None and self.limit < 1):
+            raise ValueError(f"samples, batch_size and limit: expected >= 1, got {self.samples}, {self.batch_size}, "
+                             f"{self.limit}")
+        too_large = [k for k in self.k if not 1 <= k <= self.samples]
+        if too_large:
+            raise ValueError(f"k: expected values in 1..samples ({self.samples}), got {too_large}; raise --samples")
+        if self.temperature < 0:
+            raise ValueError(f"temperature: expected >= 0 (0 = greedy), got {self.temperature}")
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """The k values reported: 1, the requested ones, and ``samples``, sorted."""
+        return tuple(sorted({1, self.samples, *self.k}))
+
+
+# ---------------------------------------------------------------------------------------------- pass@k
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimator of Chen et al. (2021): ``1 - C(n-c, k) / C(n, k)``.
+
+    Args:
+        n: Episodes played on the task.
+        c: Episodes that solved it.
+        k: Attempts allowed.
+
+    Raises:
+        ValueError: ``k`` is not in ``1..n`` or ``c`` not in ``0..n``.
+
+    Example:
+        >>> pass_at_k(4, 1, 2)
+        0.5
+    """
+    if not 1 <= k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass_at_k: expected 1 <= k <= n and 0 <= c <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+# ---------------------------------------------------------------------------------------------- episodes
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """One episode, reduced to what the report needs (from a scripted episode or a rollout-engine one).
+
+    Attributes:
+        task_id: The task.
+        difficulty: The task's difficulty level.
+        seed: The episode's reset seed (it tells the samples of a task apart).
+        reward: Final reward (0.0 when the episode did not end with an answer).
+        components: Reward components of the final step (empty when unanswered).
+        turns: Actions taken.
+        tool_calls: ``(name, ok, infra_error)`` per tool call.
+        stop_reason: ``answered``, ``turn_limit``, ``max_turns``, ``context`` or ``infra_error``.
+    """
+
+    task_id: str
+    difficulty: int
+    seed: int
+    reward: float
+    components: Mapping[str, float]
+    turns: int
+    tool_calls: tuple[tuple[str, bool, bool], ...]
+    stop_reason: str
+
+    @property
+    def infra_error(self) -> bool:
+        """An infrastructure fault ended the episode: it counts in no rate."""
+        return self.stop_reason == "infra_error"
+
+    @property
+    def success(self) -> bool:
+        """The task was solved: the outcome component (or the reward) is 1."""
+        return self.components.get(SUCCESS_COMPONENT, self.reward) >= 1.0 - 1e-9
+
+    def row(self, model: str, suite: str) -> dict[str, Any]:
+        """One line of ``episodes.jsonl``."""
+        return {"model": model, "suite": suite, "task_id": self.task_id, "difficulty": self.difficulty,
+                "seed": self.seed, "success": self.success, "reward": self.reward, "turns": self.turns,
+                "tool_calls": len(self.tool_calls), "stop_reason": self.stop_reason}
+
+
+def outcome_from_scripted(request: EpisodeRequest, result: EpisodeResult) -> EpisodeOutcome:
+    """The outcome of a :func:`~agentgym_envs.policies.run_episode` result."""
+    final = result.infos[-1] if result.infos else {}
+    stop = "answered" if result.terminated else "infra_error" if result.infra_error else "turn_limit"
+    calls = tuple((call.name, call.ok, call.infra_error) for call in result.trajectory.tool_calls)
+    return EpisodeOutcome(task_id=request.task.id, difficulty=request.task.difficulty, seed=request.seed,
+                          reward=result.reward, components=dict(final.get("reward_components", {})),
+                          turns=result.turns,
+                          tool_calls=calls, stop_reason=stop)
+
+
+def outcome_from_episode(request: EpisodeRequest, episode: Episode) -> EpisodeOutcome:
+    """The outcome of a rollout-engine :class:`~trainers.rollout.Episode`."""
+    calls = tuple((call["name"], bool(call["ok"]), bool(call["infra_error"])) for call in episode.tool_calls)
+    return EpisodeOutcome(task_id=request.task.id, difficulty=request.task.difficulty, seed=request.seed,
+                          reward=episode.reward,
+                          components=dict(episode.reward_components), turns=len(episode.turns),
+                          tool_calls=calls, stop_reason=episode.stop_reason)
+
+
+def infra_outcome(request: EpisodeRequest) -> EpisodeOutcome:
+    """An episode that a sandbox fault ended before or while it ran."""
+    return EpisodeOutcome(task_id=request.task.id, difficulty=request.task.difficulty, seed=request.seed,
+                          reward=0.0, components={}, turns=0, tool_calls=(), stop_reason="infra_error")
+
+
+# ---------------------------------------------------------------------------------------------- players
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A scripted policy for one suite.
+
+    Attributes:
+        make: Builds the policy from an episode's seed.
+        sees_reference: The policy reads the task's metadata (a reference oracle); otherwise it is shown the
+            prompt only.
+        deterministic: Every episode of a task is the same, so one per task is played.
+    """
+
+    make: Callable[[int], Policy]
+    sees_reference: bool
+    deterministic: bool
+
+
+def baseline(name: str, suite: str) -> Baseline:
+    """The scripted policy ``name`` (``oracle`` or ``random``) for ``suite``."""
+    if name == "random":
+        return Baseline(lambda seed: RandomPolicy(seed=seed), sees_reference=False, deterministic=False)
+    if suite == "search":
+        return Baseline(lambda seed: SearchOraclePolicy(), sees_reference=False, deterministic=True)
+    return Baseline(lambda seed: PythonOraclePolicy(), sees_reference=True, deterministic=True)
+
+
+def make_env(suite: str, config: EvalConfig) -> gym.Env:
+    """The evaluation env of ``suite``: the bundled split, the prompt style, and the sandbox for PythonSandbox."""
+    kwargs: dict[str, Any] = {"split": config.split, "prompt_style": config.prompt_style}
+    if suite == "python":
+        kwargs["sandbox"] = config.sandbox
+    return gym.make(SUITES[suite], **kwargs)
+
+
+def suite_tasks(env: gym.Env, config: EvalConfig) -> list[Task]:
+    """The tasks evaluated: the split in file order, the first ``limit`` of them."""
+    tasks = list(env.unwrapped.tasks)
+    return tasks[: config.limit] if config.limit else tasks
+
+
+def play_scripted(name: str, suite: str, env: gym.Env, requests: Sequence[EpisodeRequest],
+                  advance: Callable[[int], None]) -> list[EpisodeOutcome]:
+    """Play the scripted policy ``name`` on every request, one after another, in one env."""
+    policy_kind = baseline(name, suite)
+    outcomes = []
+    for request in requests:
+        shown = request.task if policy_kind.sees_reference else prompt_only(request.task)
+        try:
+            result = run_episode(env, policy_kind.make(request.seed), request.task, seed=request.seed,
+                                 shown_task=shown)
+            outcomes.append(outcome_from_scripted(request, result))
+        except SandboxCrashedError:  # a sandbox that dies at reset is the infrastructure's fault, not the policy's
+            outcomes.append(infra_outcome(request))
+        advance(1)
+    return outcomes
+
+
+class ModelPlayer:
+    """A causal LM played through the rollout engine, its envs kept open per suite.
+
+    Args:
+        spec: ``tiny``, a checkpoint folder or a hub id.
+        config: The evaluation settings.
+    """
+
+    def __init__(self, spec: str, config: EvalConfig) -> None:
+        import torch
+
+        from trainers.generation import TransformersGenerator
+        from trainers.tiny_model import load_model
+
+        self.config = config
+        device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model, self.tokenizer = load_model(spec)
+        self.model.to(device)
+        self.generator = TransformersGenerator(self.model, self.tokenizer.pad_token_id, batch_size=config.batch_size)
+        positions = getattr(self.model.config, "max_position_embeddings", None) or config.max_context_tokens
+        self.max_context_tokens = min(config.max_context_tokens, positions)
+
+    def play(self, suite: str, requests: Sequence[EpisodeRequest], temperature: float, turn_limit: int,
+             advance: Callable[[int], None]) -> list[EpisodeOutcome]:
+        """Roll out every request in batches of ``batch_size``, seeding torch before each batch."""
+        import torch
+
+        from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine
+
+        rollout = RolloutConfig(max_turns=self.config.max_turns or turn_limit,
+                                max_tokens_per_turn=self.config.max_tokens_per_turn,
+                                max_context_tokens=self.max_context_tokens,
+                                min_turn_tokens=min(8, self.config.max_tokens_per_turn), temperature=temperature,
+                                tool_workers=self.config.batch_size)
+        pool = EnvPool(lambda env_id: make_env(suite, self.config))
+        engine = RolloutEngine(self.generator, self.tokenizer, pool, rollout)
+        outcomes: list[EpisodeOutcome] = []
+        try:
+            for index, start in enumerate(range(0, len(requests), self.config.batch_size)):
+                batch = requests[start:start + self.config.batch_size]
+                torch.manual_seed(self.config.seed + index)
+                episodes = engine.run(batch)
+                outcomes += [outcome_from_episode(r, e) for r, e in zip(batch, episodes, strict=True)]
+                advance(len(batch))
+        finally:
+            pool.close()
+        return outcomes
+
+    def rollout_settings(self, temperature: float) -> dict[str, Any]:
+        """The limits (``max_turns`` None: the env's turn limit) and sampling this model was evaluated under."""
+        return {"max_turns": self.config.max_turns, "max_tokens_per_turn": self.config.max_tokens_per_turn,
+                "max_context_tokens": self.max_context_tokens, "temperature": temperature}
+
+
+# ---------------------------------------------------------------------------------------------- summaries
+
+
+@dataclass
+class SuiteResult:
+    """The numbers of one model on one suite (JSON keys are strings, so that a loaded report equals a fresh one).
+
+    Attributes:
+        model: The model's label.
+        suite: The suite name.
+        env_id: The environment's registry id.
+        kind: ``scripted`` or ``model``.
+        tasks: Tasks evaluated.
+        episodes: Episodes played (infrastructure faults included).
+        samples_per_task: Episodes per task (n of pass@k).
+        pass_at: ``{"1": ..., "k": ...}``, over episodes free of infrastructure faults.
+        greedy_pass_at_1: Greedy pass@1 (models sampled at a temperature > 0 only).
+        mean_reward: Mean final reward.
+        reward_components: Mean of each reward component.
+        by_difficulty: Per difficulty: ``tasks``, ``pass@1``, ``mean_reward``.
+        tools: Per tool: ``calls_per_episode``, ``failure_rate`` (the agent's failures, over calls not hit by
+            an infrastructure fault), ``infra_failures``.
+        turns: ``mean``, ``median``, ``max`` actions per episode.
+        turn_histogram: Episodes per number of turns.
+        stop_reasons: Episodes per stop reason.
+        infra_errors: Episodes an infrastructure fault ended (left out of every rate).
+        settings: Sampling and limits (``temperature``, rollout limits for models).
+        notes: Anything a reader must know to read the numbers.
+    """
+
+    model: str
+    suite: str
+    env_id: str
+    kind: str
+    tasks: int
+    episodes: int
+    samples_per_task: int
+    pass_at: dict[str, float]
+    greedy_pass_at_1: float | None
+    mean_reward: float
+    reward_components: dict[str, float]
+    by_difficulty: dict[str, dict[str, float]]
+    tools: dict[str, dict[str, float]]
+    turns: dict[str, float]
+    turn_histogram: dict[str, int]
+    stop_reasons: dict[str, int]
+    infra_errors: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(statistics.fmean(values)) if values else 0.0
+
+
+def per_task_counts(outcomes: Sequence[EpisodeOutcome]) -> dict[str, tuple[int, int]]:
+    """``task_id -> (n, c)``: valid episodes and solved ones (infrastructure faults left out)."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for outcome in outcomes:
+        if not outcome.infra_error:
+            counts[outcome.task_id][0] += 1
+            counts[outcome.task_id][1] += outcome.success
+    return {task_id: (n, c) for task_id, (n, c) in counts.items()}
+
+
+def mean_pass_at_k(outcomes: Sequence[EpisodeOutcome], k: int) -> float:
+    """pass@k averaged over the tasks with at least ``k`` valid episodes."""
+    scores = [pass_at_k(n, c, k) for n, c in per_task_counts(outcomes).values() if n >= k]
+    return _mean(scores)
+
+
+def reward_component_means(outcomes: Sequence[EpisodeOutcome]) -> dict[str, float]:
+    """Mean of each component over the episodes (an episode without the component scores 0 on it)."""
+    names = sorted({name for outcome in outcomes for name in outcome.components})
+    return {name: _mean([o.components.get(name, 0.0) for o in outcomes]) for name in names}
+
+
+def difficulty_table(outcomes: Sequence[EpisodeOutcome]) -> dict[str, dict[str, float]]:
+    """Per difficulty level: tasks, pass@1 and mean reward."""
+    levels: dict[int, list[EpisodeOutcome]] = defaultdict(list)
+    for outcome in outcomes:
+        levels[outcome.difficulty].append(outcome)
+    return {str(level): {"tasks": len({o.task_id for o in group}), "pass@1": mean_pass_at_k(group, 1),
+                         "mean_reward": _mean([o.reward for o in group])}
+            for level, group in sorted(levels.items())}
+
+
+def tool_table(outcomes: Sequence[EpisodeOutcome]) -> dict[str, dict[str, float]]:
+    """Per tool: calls per episode, the agent's failure rate, and calls an infrastructure fault failed."""
+    calls: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+    for outcome in outcomes:
+        for name, ok, infra in outcome.tool_calls:
+            calls[name].append((ok, infra))
+    table = {}
+    for name, results in sorted(calls.items()):
+        agent = [ok for ok, infra in results if not infra]
+        table[name] = {"calls_per_episode": len(results) / len(outcomes),
+                       "failure_rate": _mean([not ok for ok in agent]),
+                       "infra_failures": sum(infra for _, infra in results)}
+    return table
+
+
+def turn_statistics(outcomes: Sequence[EpisodeOutcome]) -> tuple[dict[str, float], dict[str, int]]:
+    """Mean, median and max turns, and the histogram of turns per episode."""
+    turns = [outcome.turns for outcome in outcomes]
+    stats = {"mean": _mean(turns), "median": float(statistics.median(turns)), "max": float(max(turns))}
+    return stats, {str(count): number for count, number in sorted(Counter(turns).items())}
+
+
+def summarize(model: str, suite: str, kind: str, outcomes: Sequence[EpisodeOutcome], *, samples: int,
+              ks: Sequence[int], greedy: Sequence[EpisodeOutcome] | None = None,
+              settings: Mapping[str, Any] | None = None, notes: Sequence[str] = ()) -> SuiteResult:
+    """Reduce one model's episodes on one suite to a :class:`SuiteResult`.
+
+    Args:
+        model: The model's label.
+        suite: The suite.
+        kind: ``scripted`` or ``model``.
+        outcomes: The sampled episodes (``samples`` per task).
+        samples: Episodes per task.
+        ks: The k values of pass@k; with one episode per task (a deterministic policy) pass@k is pass@1.
+        greedy: The greedy episodes, when sampled at a temperature > 0.
+        settings: Sampling and limits, reported as they are.
+        notes: Extra notes.
+    """
+    valid = [outcome for outcome in outcomes if not outcome.infra_error]
+    turns, histogram = turn_statistics(outcomes)
+    return SuiteResult(
+        model=model, suite=suite, env_id=SUITES[suite], kind=kind, tasks=len({o.task_id for o in outcomes}),
+        episodes=len(outcomes), samples_per_task=samples,
+        pass_at={str(k): mean_pass_at_k(valid, min(k, samples)) for k in ks},
+        greedy_pass_at_1=mean_pass_at_k(greedy, 1) if greedy is not None else None,
+        mean_reward=_mean([o.reward for o in valid]), reward_components=reward_component_means(valid),
+        by_difficulty=difficulty_table(valid), tools=tool_table(outcomes), turns=turns, turn_histogram=histogram,
+        stop_reasons=dict(sorted(Counter(o.stop_reason for o in outcomes).items())),
+        infra_errors=len(outcomes) - len(valid), settings=dict(settings or {}), notes=list(notes))
+
+
+# ---------------------------------------------------------------------------------------------- fingerprints
+
+
+def qualified_name(fn: object) -> str:
+    """``module.qualname`` of a function (or of a callable object's class)."""
+    target = fn if hasattr(fn, "__qualname__") else type(fn)
+    return f"{getattr(target, '__module__', '?')}.{target.__qualname__}"
+
+
+def describe_reward(reward: object) -> dict[str, Any]:
+    """A composite's terms (weight, cap, function), or the function's name for any other reward."""
+    if isinstance(reward, CompositeReward):
+        return {term.name: {"weight": float(term.weight), "cap": list(term.cap) if term.cap else None,
+                            "fn": qualified_name(term.fn)} for term in reward.terms}
+    return {"fn": qualified_name(reward)}
+
+
+def reward_fingerprint(unwrapped: gym.Env) -> dict[str, Any]:
+    """The reward of an env: per family when it has one per family (``rewards``), else under ``"all"``."""
+    if isinstance(getattr(unwrapped, "rewards", None), Mapping):
+        return {family: describe_reward(fn) for family, fn in sorted(unwrapped.rewards.items())}
+    if hasattr(unwrapped, "reward"):
+        return {"all": describe_reward(unwrapped.reward)}
+    return {}
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-friendly form of a setting: dataclasses as dicts, anything else not a scalar named by its type."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return f"custom ({type(value).__name__})"
+
+
+def data_fingerprint(unwrapped: gym.Env, split: str | None) -> dict[str, Any]:
+    """The bundled data behind an env: the manifest's hash and generator versions, and the split used."""
+    manifest = bundle_manifest(unwrapped.env_name)
+    canonical = json.dumps(manifest, sort_keys=True).encode()
+    versions = sorted({str(task.metadata.get("generator_version")) for task in unwrapped.tasks})
+    entry = manifest["splits"].get(split or "", {})
+    return {"manifest_sha256": hashlib.sha256(canonical).hexdigest(),
+            "generator_versions": manifest.get("generator_versions", {}),
+            "task_generator_versions": versions, "split": split, "split_sha256": entry.get("sha256"),
+            "tasks": len(unwrapped.tasks)}
+
+
+def env_fingerprint(env: gym.Env, split: str | None) -> dict[str, Any]:
+    """What must match between training and evaluation for one env (no reset needed: no sandbox starts).
+
+    Args:
+        env: A ``gym.make`` env.
+        split: The bundled split it was made with (None for explicit tasks).
+    """
+    unwrapped = env.unwrapped
+    limits = getattr(unwrapped, "sandbox_limits", None)
+    return {
+        "env_id": env.spec.id if env.spec else type(unwrapped).__name__,
+        "max_episode_steps": env.spec.max_episode_steps if env.spec else None,
+        "tools": {tool.name: tool.schema() for tool in unwrapped.tools},
+        "settings": {name: _plain(getattr(unwrapped, name)) for name in ENV_SETTINGS if hasattr(unwrapped, name)},
+        "sandbox_limits": _plain(limits) if limits is not None else None,
+        "reward": reward_fingerprint(unwrapped),
+        "data": data_fingerprint(unwrapped, split),
+    }
+
+
+def run_fingerprint(config: EvalConfig, rollout: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The fingerprint of this evaluation: every suite's env, and the rollout limits a model was played under."""
+    envs = {}
+    for suite in config.suites:
+        env = make_env(suite, config)
+        try:
+            envs[SUITES[suite]] = env_fingerprint(env, config.split)
+        finally:
+            env.close()
+    return {"fingerprint_version": FINGERPRINT_VERSION, "envs": envs,
+            "rollout": {key: rollout[key] for key in ROLLOUT_LIMITS} if rollout else None}
+
+
+def training_fingerprint(training: Mapping[str, Any]) -> dict[str, Any]:
+    """The fingerprint of the envs a GRPO (``envs``, ``env_kwargs`` per id) or PPO (``env_id``, ``split``,
+    ``env_kwargs``) config trains on, built as the trainer builds them.
+
+    Raises:
+        ValueError: The config names no environment.
+    """
+    if "envs" in training:
+        env_ids = list(training["envs"])
+        per_env = training.get("env_kwargs") or {}
+        per_env = json.loads(per_env) if isinstance(per_env, str) else per_env
+    elif "env_id" in training:
+        env_ids = [training["env_id"]]
+        per_env = {training["env_id"]: {"split": training.get("split", "train"), **training.get("env_kwargs", {})}}
+    else:
+        raise ValueError(f"training config: expected 'envs' (GRPO) or 'env_id' (PPO), got keys {sorted(training)}")
+    envs = {}
+    for env_id in env_ids:
+        kwargs = dict(per_env.get(env_id, {}))
+        env = gym.make(env_id, **kwargs)
+        try:
+            envs[env_id] = env_fingerprint(env, kwargs.get("split", "train"))
+        finally:
+            env.close()
+    rollout = {key: training[key] for key in ROLLOUT_LIMITS if key in training}
+    return {"fingerprint_version": FINGERPRINT_VERSION, "envs": envs, "rollout": rollout or None}
+
+
+def load_reference(path: Path) -> dict[str, Any]:
+    """A fingerprint from a ``fingerprint.json``, a ``report.json`` or a training config (YAML or JSON)."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path}: expected a mapping (config, fingerprint or report), got {type(data).__name__}")
+    if "fingerprint_version" in data:
+        return dict(data)
+    if "fingerprint" in data:
+        return dict(data["fingerprint"])
+    return training_fingerprint(data)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One fingerprint entry that differs: its dotted path and both values."""
+
+    path: str
+    evaluation: Any
+    reference: Any
+
+
+def fingerprint_differences(evaluation: Any, reference: Any, path: str = "") -> list[Difference]:
+    """Every difference between two fingerprints, as dotted paths (keys of :data:`NOT_COMPARED` skipped).
+
+    The rollout limits are compared where both sides give them (a training config may leave them to defaults);
+    an env in only one of the two is a difference.
+    """
+    if path == "rollout" and (evaluation is None or reference is None):
+        return []
+    if not (isinstance(evaluation, Mapping) and isinstance(reference, Mapping)):
+        return [] if evaluation == reference else [Difference(path, evaluation, reference)]
+    keys = sorted(set(evaluation) | set(reference))
+    if path == "rollout":
+        keys = [key for key in keys if key in evaluation and key in reference]
+    differences = []
+    for key in keys:
+        if key in NOT_COMPARED or key == "fingerprint_version":
+            continue
+        child = f"{path}.{key}" if path else str(key)
+        differences += fingerprint_differences(evaluation.get(key, ABSENT), reference.get(key, ABSENT), child)
+    return differences
+
+
+def env_match(fingerprint: Mapping[str, Any], reference: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The env-match check against one reference: its source and every difference."""
+    differences = fingerprint_differences(fingerprint, reference)
+    return {"reference": source, "match": not differences, "differences": [asdict(d) for d in differences]}
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+
+@dataclass
+class Report:
+    """One evaluation: its settings, the results of every model on every suite, and the env-match checks.
+
+    Attributes:
+        config: The :class:`EvalConfig`, as a dict.
+        results: One per (model, suite), models in the order given.
+        fingerprint: This run's environment fingerprint.
+        env_match: One check per reference (training config, earlier reports).
+        episodes: One row per episode played in this run (``episodes.jsonl``, not in ``report.json``).
+    """
+
+    config: dict[str, Any]
+    results: list[SuiteResult]
+    fingerprint: dict[str, Any]
+    env_match: list[dict[str, Any]] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def is_report_file(spec: str) -> bool:
+    """The model spec names an earlier run's ``report.json``."""
+    return spec.endswith(".json") and Path(spec).is_file()
+
+
+def model_label(spec: str) -> str:
+    """A short name: the baseline's name, ``tiny``, a checkpoint folder's name, or the hub id."""
+    if spec in (*BASELINES, "tiny") or not Path(spec).exists():
+        return spec
+    return Path(spec).resolve().name
+
+
+@contextmanager
+def progress_bar(console: Console) -> Iterator[Progress]:
+    """A rich progress display: one bar per (model, suite) run."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        yield progress
+
+
+Evaluated = list[tuple[SuiteResult, list[dict[str, Any]]]]
+"""Per suite: the model's result and its episode rows."""
+
+
+def evaluate_scripted(name: str, label: str, config: EvalConfig, progress: Progress) -> Evaluated:
+    """Play the scripted baseline ``name`` on every suite."""
+    results = []
+    for suite in config.suites:
+        env = make_env(suite, config)
+        try:
+            tasks = suite_tasks(env, config)
+            kind = baseline(name, suite)
+            samples = 1 if kind.deterministic else config.samples
+            requests = group_requests([(SUITES[suite], task) for task in tasks], samples, config.seed)
+            bar = progress.add_task(f"{label} · {suite}", total=len(requests))
+            outcomes = play_scripted(name, suite, env, requests, functools.partial(progress.advance, bar))
+        finally:
+            env.close()
+        notes = ["deterministic policy: one episode per task, so pass@k = pass@1"] if kind.deterministic else []
+        if kind.sees_reference:
+            notes.append("reference oracle: replays the task's reference solution (reads task metadata)")
+        result = summarize(label, suite, "scripted", outcomes, samples=samples, ks=config.ks, notes=notes)
+        results.append((result, [outcome.row(label, suite) for outcome in outcomes]))
+    return results
+
+
+def evaluate_model(spec: str, label: str, config: EvalConfig, progress: Progress) -> Evaluated:
+    """Play a model on every suite: sampled episodes, and greedy ones too when sampling at a temperature."""
+    player = ModelPlayer(spec, config)
+    results = []
+    for suite in config.suites:
+        env = make_env(suite, config)
+        tasks, turn_limit = suite_tasks(env, config), env.spec.max_episode_steps
+        env.close()
+        pairs = [(SUITES[suite], task) for task in tasks]
+        requests = group_requests(pairs, config.samples, config.seed)
+        greedy_requests = group_requests(pairs, 1, config.seed) if config.temperature > 0 else []
+        bar = progress.add_task(f"{label} · {suite}", total=len(requests) + len(greedy_requests))
+        advance = functools.partial(progress.advance, bar)
+        sampled = player.play(suite, requests, config.temperature, turn_limit, advance)
+        greedy = player.play(suite, greedy_requests, 0.0, turn_limit, advance) if greedy_requests else None
+        notes = ["temperature 0: greedy decoding, so every sample of a task is the same"] \
+            if config.temperature == 0 and config.samples > 1 else []
+        result = summarize(label, suite, "model", sampled, samples=config.samples, ks=config.ks, greedy=greedy,
+                           settings=player.rollout_settings(config.temperature), notes=notes)
+        results.append((result, [outcome.row(label, suite) for outcome in sampled]))
+    return results
+
+
+def load_run(path: Path, label: str, config: EvalConfig) -> tuple[list[SuiteResult], dict[str, Any]]:
+    """The results (of this run's suites, models prefixed with ``label``) and the fingerprint of a ``report.json``.
+
+    Raises:
+        ValueError: The file is not a report of this module.
+    """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not {"results", "fingerprint", "config"} <= set(data):
+        raise ValueError(f"{path}: expected a report.json of benchmarks.evaluate, got keys {sorted(data)}")
+    results = [SuiteResult(**result) for result in data["results"] if result["suite"] in config.suites]
+    for result in results:
+        result.model = f"{label}/{result.model}"
+        result.notes.append(f"loaded from {path} (split {data['config']['split']})")
+    return results, data["fingerprint"]
+
+
+def unique_labels(specs: Sequence[str]) -> list[str]:
+    """One label per model spec (an earlier report by its folder's name); repeats get ``#2``, ``#3``..."""
+    labels = [Path(spec).parent.name if is_report_file(spec) else model_label(spec) for spec in specs]
+    seen: Counter[str] = Counter()
+    unique = []
+    for label in labels:
+        seen[label] += 1
+        unique.append(label if seen[label] == 1 else f"{label}#{seen[label]}")
+    return unique
+
+
+def run_evaluation(config: EvalConfig, console: Console) -> Report:
+    """Evaluate every model of ``config`` on every suite and check the envs against the references.
+
+    The fingerprint's rollout limits are those the first model played here ran under (effective values: the
+    context budget is cut to the model's position limit); None when only scripted policies played.
+
+    Returns:
+        The report (nothing written yet: see :func:`write_outputs`).
+    """
+    references = {config.training_config: load_reference(Path(config.training_config))} \
+        if config.training_config else {}
+    results: list[SuiteResult] = []
+    episodes: list[dict[str, Any]] = []
+    rollout: dict[str, Any] | None = None
+    with progress_bar(console) as progress:
+        for spec, label in zip(config.models, unique_labels(config.models), strict=True):
+            if is_report_file(spec):
+                loaded, references[spec] = load_run(Path(spec), label, config)
+                results += loaded
+                continue
+            if spec in BASELINES:
+                played = evaluate_scripted(spec, label, config, progress)
+            else:
+                played = evaluate_model(spec, label, config, progress)
+                rollout = rollout or played[0][0].settings
+            results += [result for result, _ in played]
+            episodes += [row for _, rows in played for row in rows]
+    fingerprint = run_fingerprint(config, rollout)
+    checks = [env_match(fingerprint, reference, source) for source, reference in references.items()]
+    return Report(config=asdict(config), results=results, fingerprint=fingerprint, env_match=checks,
+                  episodes=episodes)
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the main table: one row per (suite, model)."""
+    ks = [k for k in map(str, sorted({int(k) for r in report.results for k in r.pass_at})) if k != "1"]
+    header = ["suite", "model", "tasks", "episodes", "pass@1", *[f"pass@{k}" for k in ks], "greedy pass@1",
+              "mean reward", "mean turns", "infra errors"]
+    rows = []
+    for r in sorted(report.results, key=lambda r: r.suite):
+        rows.append([r.suite, r.model, str(r.tasks), str(r.episodes), _pct(r.pass_at["1"]),
+                     *[_pct(r.pass_at.get(k)) for k in ks], _pct(r.greedy_pass_at_1), f"{r.mean_reward:.3f}",
+                     f"{r.turns['mean']:.2f}", str(r.infra_errors)])
+    return header, rows
+
+
+def components_section(results: Sequence[SuiteResult]) -> str:
+    """Mean reward terms per (suite, model) (their sub-components, ``term/part``, are in ``report.json``)."""
+    names = sorted({name for r in results for name in r.reward_components if "/" not in name})
+    rows = [[r.suite, r.model, *[f"{r.reward_components[n]:.3f}" if n in r.reward_components else "-" for n in names]]
+            for r in results]
+    return markdown_table(["suite", "model", *names], rows)
+
+
+def difficulty_section(results: Sequence[SuiteResult]) -> str:
+    """pass@1 (tasks) per difficulty level, per (suite, model)."""
+    levels = sorted({int(level) for r in results for level in r.by_difficulty})
+    rows = []
+    for r in results:
+        cells = [f"{_pct(r.by_difficulty[str(d)]['pass@1'])} ({r.by_difficulty[str(d)]['tasks']:.0f})"
+                 if str(d) in r.by_difficulty else "-" for d in levels]
+        rows.append([r.suite, r.model, *cells])
+    return markdown_table(["suite", "model", *[f"difficulty {d}" for d in levels]], rows)
+
+
+def tools_section(results: Sequence[SuiteResult]) -> str:
+    """Calls per episode and failure rate per tool, per (suite, model)."""
+    rows = [[r.suite, r.model, name, f"{stats['calls_per_episode']:.2f}", _pct(stats["failure_rate"]),
+             f"{stats['infra_failures']:.0f}"] for r in results for name, stats in r.tools.items()]
+    return markdown_table(["suite", "model", "tool", "calls / episode", "agent failure rate", "infra failures"], rows)
+
+
+def turns_section(results: Sequence[SuiteResult]) -> str:
+    """Turn statistics and stop reasons per (suite, model)."""
+    reasons = sorted({reason for r in results for reason in r.stop_reasons})
+    rows = [[r.suite, r.model, f"{r.turns['mean']:.2f}", f"{r.turns['median']:.0f}", f"{r.turns['max']:.0f}",
+             *[str(r.stop_reasons.get(reason, 0)) for reason in reasons]] for r in results]
+    return markdown_table(["suite", "model", "mean turns", "median", "max", *reasons], rows)
+
+
+def env_match_section(report: Report) -> str:
+    """The env-match checks, with every difference."""
+    if not report.env_match:
+        return "No reference given (`--training-config`); this run's fingerprint is in `fingerprint.json`."
+    parts = []
+    for check in report.env_match:
+        if check["match"]:
+            parts.append(f"- `{check['reference']}`: **match** (tools, limits, rewards, data versions)")
+            continue
+        parts.append(f"- `{check['reference']}`: **{len(check['differences'])} difference(s)**\n")
+        rows = [[f"`{d['path']}`", f"`{json.dumps(d['evaluation'])}`", f"`{json.dumps(d['reference'])}`"]
+                for d in check["differences"]]
+        parts.append(markdown_table(["entry", "evaluation", "reference"], rows))
+    return "\n".join(parts)
+
+
+def render_markdown(report: Report) -> str:
+    """The whole report as Markdown."""
+    config = report.config
+    results = sorted(report.results, key=lambda r: r.suite)
+    notes = [f"- {r.model} · {r.suite}: {note}" for r in results for note in r.notes]
+    header, rows = summary_rows(report)
+    sections = [
+        f"# Evaluation: {', '.join(config['suites'])} · split `{config['split']}`",
+        f"samples per task {config['samples']}, temperature {config['temperature']}, seed {config['seed']}, "
+        f"prompt style `{config['prompt_style']}`" + (f", first {config['limit']} tasks" if config["limit"] else ""),
+        "## Summary", markdown_table(header, rows),
+        "Rates leave out episodes an infrastructure fault ended; pass@k is the unbiased estimator of "
+        "Chen et al. (2021).",
+        "## Reward components (means; an unanswered episode scores 0; sub-components in report.json)",
+        components_section(results),
+        "## pass@1 by difficulty (tasks)", difficulty_section(results),
+        "## Tool use", tools_section(results),
+        "## Turns and stop reasons", turns_section(results),
+        "## Environment match", env_match_section(report),
+    ]
+    if notes:
+        sections += ["## Notes", "\n".join(notes)]
+    return "\n\n".join(sections) + "\n"
+
+
+def render_console(report: Report, console: Console) -> None:
+    """The summary table and the env-match verdicts, on the terminal."""
+    header, rows = summary_rows(report)
+    table = Table(title=f"Evaluation on split {report.config['split']!r}")
+    for column in header:
+        table.add_column(column, justify="left" if column in ("suite", "model") else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    for check in report.env_match:
+        if check["match"]:
+            console.print(f"[green]env match[/green] with {check['reference']}")
+            continue
+        console.print(f"[yellow]env mismatch[/yellow] with {check['reference']}:")
+        for d in check["differences"]:
+            console.print(f"  {d['path']}: evaluation {d['evaluation']!r}, reference {d['reference']!r}")
+
+
+def save_bar_plot(results: Sequence[SuiteResult], path: Path, groups: Callable[[SuiteResult], Mapping[str, float]],
+                  ylabel: str, title: str) -> None:
+    """Grouped bars, one panel per suite, one bar colour per model, one group per key of ``groups(result)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    suites = sorted({r.suite for r in results})
+    figure, axes = plt.subplots(1, len(suites), figsize=(5 * len(suites), 3.6), squeeze=False)
+    for axis, suite in zip(axes[0], suites, strict=True):
+        mine = [r for r in results if r.suite == suite]
+        keys = sorted({key for r in mine for key in groups(r)})
+        width = 0.8 / max(len(mine), 1)
+        for index, result in enumerate(mine):
+            values = [groups(result).get(key, 0.0) for key in keys]
+            axis.bar([x + index * width for x in range(len(keys))], values, width, label=result.model)
+        axis.set_xticks([x + width * (len(mine) - 1) / 2 for x in range(len(keys))], keys)
+        axis.set_title(f"{suite}: {title}")
+        axis.set_ylabel(ylabel)
+        axis.set_ylim(0, max(axis.get_ylim()[1], 1e-9) * 1.25)  # headroom for the legend
+        axis.legend(fontsize="small", loc="upper left", ncol=len(mine))
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_outputs(report: Report, out: Path) -> list[Path]:
+    """Write ``report.json``, ``report.md``, ``fingerprint.json``, the plots and ``episodes.jsonl`` to ``out``.
+
+    Returns:
+        The paths written.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / name for name in ("report.json", "report.md", "fingerprint.json", "by_difficulty.png",
+                                     "tool_calls.png", "episodes.jsonl")]
+    payload = asdict(report)
+    rows = payload.pop("episodes")
+    paths[0].write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    paths[1].write_text(render_markdown(report), encoding="utf-8")
+    paths[2].write_text(json.dumps(report.fingerprint, indent=2) + "\n", encoding="utf-8")
+    save_bar_plot(report.results, paths[3], lambda r: {f"d{k}": v["pass@1"] for k, v in r.by_difficulty.items()},
+                  "pass@1", "pass@1 by difficulty")
+    save_bar_plot(report.results, paths[4], lambda r: {k: v["calls_per_episode"] for k, v in r.tools.items()},
+                  "calls per episode", "tool calls")
+    paths[5].write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+
+def default_out(config: EvalConfig) -> Path:
+    """``runs/eval/<models>__<suites>__<split>``: the same arguments name the same folder."""
+    models = "_vs_".join(unique_labels(config.models))
+    name = f"{models}__{'-'.join(config.suites)}__{config.split}"
+    return Path("runs") / "eval" / re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.evaluate", description=__doc__.splitlines()[0])
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument("--model", action="append", help="oracle, random, tiny, a checkpoint folder, a hub id or an "
+                                                      "earlier report.json; repeat to put several side by side")
+    who.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two models or runs side by side")
+    parser.add_argument("--suite", default="search", help=f"comma-separated suites among {', '.join(SUITES)}")
+    parser.add_argument("--split", default="test", help="bundled split")
+    parser.add_argument("--limit", type=int, help="only the first N tasks of each suite")
+    parser.add_argument("--samples", type=int, default=1, help="episodes per task (n of pass@k)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="model sampling temperature (0: greedy)")
+    parser.add_argument("--k", type=int, nargs="+", default=[], help="k values of pass@k (default: 1 and --samples)")
+    parser.add_argument("--seed", type=int, default=0, help="base seed of resets, random policies and sampling")
+    parser.add_argument("--sandbox", default="docker", choices=("docker", "bwrap", "local"),
+                        help="PythonSandbox backend")
+    parser.add_argument("--prompt-style", default="full", choices=("full", "task"), help="env prompt style")
+    parser.add_argument("--max-turns", type=int, help="most model turns per episode (default: the env's limit)")
+    parser.add_argument("--max-tokens-per-turn", type=int, default=256, help="most tokens per model turn")
+    parser.add_argument("--max-context-tokens", type=int, default=4096, help="token budget of a model episode")
+    parser.add_argument("--batch-size", type=int, default=32, help="model episodes in flight together")
+    parser.add_argument("--device", help="torch device of models (default: cuda when available)")
+    parser.add_argument("--training-config", help="GRPO/PPO config, fingerprint.json or report.json to check the "
+                                                  "evaluation envs against")
+    parser.add_argument("--out", type=Path, help="output folder (default: runs/eval/<models>__<suites>__<split>)")
+    parser.add_argument("--strict-env-match", action="store_true",
+                        help="exit with status 1 when an env-match check finds a difference")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> EvalConfig:
+    """The :class:`EvalConfig` of parsed arguments (its checks raise with how to fix the value)."""
+    return EvalConfig(models=tuple(args.compare or args.model), suites=tuple(s for s in args.suite.split(",") if s),
+                      split=args.split, limit=args.limit, samples=args.samples, temperature=args.temperature,
+                      k=tuple(args.k), seed=args.seed, sandbox=args.sandbox, prompt_style=args.prompt_style,
+                      max_turns=args.max_turns, max_tokens_per_turn=args.max_tokens_per_turn,
+                      max_context_tokens=args.max_context_tokens, batch_size=args.batch_size, device=args.device,
+                      training_config=args.training_config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Evaluate, print the summary, write the outputs; status 1 with --strict-env-match and a difference."""
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    console = Console()
+    report = run_evaluation(config, console)
+    render_console(report, console)
+    paths = write_outputs(report, args.out or default_out(config))
+    console.print(f"wrote {', '.join(str(path) for path in paths)}")
+    mismatch = not all(check["match"] for check in report.env_match)
+    return 1 if args.strict_env_match and mismatch else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

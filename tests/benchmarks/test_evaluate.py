@@ -1,0 +1,140 @@
+"""benchmarks.evaluate: pass@k, baselines side by side, reproducibility, the env-match check, a model run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from rich.console import Console
+
+from benchmarks.evaluate import EvalConfig, fingerprint_differences, main, pass_at_k, run_evaluation, run_fingerprint
+
+SEARCH = "agentrl/Search-v0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op thread: on a small shared CPU the tiny model decodes faster so."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def evaluate(tmp_path: Path, *args: str) -> dict[str, Any]:
+    """Run the command line into ``tmp_path`` and return its report.json."""
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    return json.loads((tmp_path / "report.json").read_text())
+
+
+def result_of(report: dict[str, Any], model: str, suite: str) -> dict[str, Any]:
+    """The result row of ``model`` on ``suite``."""
+    return next(r for r in report["results"] if r["model"] == model and r["suite"] == suite)
+
+
+@pytest.mark.parametrize(("n", "c", "k", "expected"), [
+    (1, 1, 1, 1.0),  # one sample, solved
+    (4, 1, 1, 0.25),  # pass@1 is c / n
+    (4, 1, 2, 0.5),  # 1 - C(3,2)/C(4,2) = 1 - 3/6
+    (5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+    (10, 3, 5, 1 - 21 / 252),  # 1 - C(7,5)/C(10,5)
+    (10, 0, 5, 0.0),  # never solved
+    (3, 2, 2, 1.0),  # fewer failures than k: some draw of k always holds a success
+])
+def test_pass_at_k_matches_hand_computed_values(n: int, c: int, k: int, expected: float) -> None:
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_rejects_k_above_n() -> None:
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        pass_at_k(2, 1, 3)
+
+
+def test_oracle_and_random_side_by_side_on_search(tmp_path: Path) -> None:
+    report = evaluate(tmp_path, "--model", "oracle", "--model", "random", "--suite", "search", "--limit", "3",
+                      "--samples", "2")
+    oracle, random = result_of(report, "oracle", "search"), result_of(report, "random", "search")
+    assert oracle["pass_at"] == {"1": 1.0, "2": 1.0}
+    assert oracle["episodes"] == 3  # deterministic: one episode per task
+    assert any("pass@k = pass@1" in note for note in oracle["notes"])
+    assert random["episodes"] == 6 and random["pass_at"]["1"] <= 1 / 3
+    assert oracle["tools"]["search"]["calls_per_episode"] >= 1
+    assert sum(oracle["stop_reasons"].values()) == 3
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| search | oracle | 3 | 3 | 100.0% |" in markdown and "| search | random | 3 | 6 |" in markdown
+    for name in ("by_difficulty.png", "tool_calls.png", "fingerprint.json"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert len((tmp_path / "episodes.jsonl").read_text().splitlines()) == 9
+
+
+def test_an_earlier_run_joins_the_report_and_its_envs_are_checked(tmp_path: Path) -> None:
+    evaluate(tmp_path / "first", "--model", "oracle", "--suite", "search", "--limit", "2")
+    report = evaluate(tmp_path / "both", "--compare", str(tmp_path / "first" / "report.json"), "random",
+                      "--suite", "search", "--limit", "2")
+    assert [r["model"] for r in report["results"]] == ["first/oracle", "random"]
+    assert report["env_match"][0]["match"] is True
+
+
+def test_same_arguments_give_the_same_numbers(tmp_path: Path) -> None:
+    config = EvalConfig(models=("random",), suites=("search",), limit=3, samples=2, seed=7)
+    first, second = (run_evaluation(config, Console(quiet=True)) for _ in range(2))
+    assert first.results == second.results and first.episodes == second.episodes
+
+
+def test_env_match_lists_a_changed_turn_limit_and_reward_weight(tmp_path: Path) -> None:
+    reference = run_fingerprint(EvalConfig(models=("oracle",), suites=("search",)), rollout=None)
+    reference["envs"][SEARCH]["max_episode_steps"] = 6
+    reference["envs"][SEARCH]["reward"]["all"]["f1"]["weight"] = 0.5
+    path = tmp_path / "fingerprint.json"
+    path.write_text(json.dumps(reference))
+    report = evaluate(tmp_path / "run", "--model", "oracle", "--suite", "search", "--limit", "1",
+                      "--training-config", str(path))
+    differences = {d["path"]: (d["evaluation"], d["reference"]) for d in report["env_match"][0]["differences"]}
+    assert differences == {f"envs.{SEARCH}.max_episode_steps": (10, 6),
+                           f"envs.{SEARCH}.reward.all.f1.weight": (0.0, 0.5)}
+    assert "max_episode_steps" in (tmp_path / "run" / "report.md").read_text()
+    assert main(["--model", "oracle", "--suite", "search", "--limit", "1", "--training-config", str(path),
+                 "--strict-env-match", "--out", str(tmp_path / "strict")]) == 1
+
+
+def test_a_grpo_config_is_fingerprinted_as_training_builds_its_envs(tmp_path: Path) -> None:
+    config = {"envs": [SEARCH], "env_kwargs": {SEARCH: {"families": ["single"], "max_episode_steps": 4}},
+              "max_turns": 3}
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump(config))
+    report = evaluate(tmp_path / "run", "--model", "oracle", "--suite", "search", "--limit", "1",
+                      "--training-config", str(path))
+    paths = {d["path"] for d in report["env_match"][0]["differences"]}
+    assert paths == {f"envs.{SEARCH}.max_episode_steps"}  # the split differs by design and is not compared
+
+
+def test_fingerprint_differences_name_missing_envs() -> None:
+    evaluation = {"envs": {SEARCH: {"max_episode_steps": 10}}, "rollout": None}
+    reference = {"envs": {}, "rollout": {"max_turns": 4}}
+    assert [d.path for d in fingerprint_differences(evaluation, reference)] == [f"envs.{SEARCH}"]
+
+
+def test_tiny_model_runs_through_the_engine(tmp_path: Path) -> None:
+    report = evaluate(tmp_path, "--model", "tiny", "--suite", "search", "--limit", "2", "--samples", "2",
+                      "--temperature", "1.0", "--max-turns", "2", "--max-tokens-per-turn", "12",
+                      "--prompt-style", "task")
+    tiny = result_of(report, "tiny", "search")
+    assert tiny["kind"] == "model" and tiny["episodes"] == 4 and set(tiny["pass_at"]) == {"1", "2"}
+    assert 0.0 <= tiny["pass_at"]["1"] <= 1.0 and tiny["greedy_pass_at_1"] is not None
+    assert sum(tiny["stop_reasons"].values()) == 4 and tiny["turns"]["max"] <= 2
+    assert tiny["settings"]["temperature"] == 1.0
+    assert report["fingerprint"]["rollout"] == {"max_turns": 2, "max_tokens_per_turn": 12,
+                                                "max_context_tokens": 2048}  # cut to the tiny model's positions
+
+
+def test_python_oracle_solves_tasks_in_a_real_sandbox(tmp_path: Path, backend: str) -> None:
+    report = evaluate(tmp_path, "--model", "oracle", "--suite", "python", "--limit", "2", "--sandbox", backend)
+    oracle = result_of(report, "oracle", "python")
+    assert oracle["pass_at"]["1"] == 1.0 and oracle["infra_errors"] == 0
+    assert report["fingerprint"]["envs"]["agentrl/PythonSandbox-v0"]["settings"]["backend"] == backend
+    assert report["fingerprint"]["envs"]["agentrl/PythonSandbox-v0"]["sandbox_limits"]["timeout_s"] > 0
