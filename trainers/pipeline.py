@@ -2,7 +2,8 @@
 
 On a CPU-only machine with no model hub, for each seed:
 
-1. build (or reuse) the tiny model and its locally trained tokenizer;
+1. build (or reuse) the tiny model and its locally trained tokenizer, pretrained to copy text
+   (:mod:`trainers.pretrain`; built once, shared by the seeds);
 2. play a demonstrator in the real Search-v0 environment on generated training questions (none of them
    in the bundled dev or test split) and keep the solved, grounded episodes;
 3. SFT warm-start on them (TRL ``SFTTrainer``, loss on agent tokens only);
@@ -46,6 +47,8 @@ class PipelineConfig:
         "help": "Generated training questions (the bundled dev and test questions are excluded)."})
     eval_split: str = field(default="test", metadata={"help": "Held-out bundled split to evaluate on."})
     eval_samples: int = field(default=4, metadata={"help": "Sampled episodes per held-out task (plus one greedy)."})
+    echo_steps: int = field(default=600, metadata={
+        "help": "Steps of echo pretraining of the tiny model (learning to copy; built once and cached)."})
     sft_steps: int = field(default=100, metadata={"help": "SFT optimizer steps."})
     sft_learning_rate: float = field(default=2e-3, metadata={"help": "SFT learning rate."})
     grpo_steps: int = field(default=40, metadata={"help": "GRPO optimizer steps."})
@@ -171,11 +174,11 @@ def run_seed(config: PipelineConfig, seed: int, train: Sequence[Any], held_out: 
     """Steps 1-6 for one seed; returns the evaluations, timings and GRPO's reward curve."""
     import torch
 
-    from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model
+    from trainers.pretrain import EchoPretraining, load_or_build_pretrained
 
     output = Path(config.output_dir) / f"seed-{seed}"
+    model, tokenizer = load_or_build_pretrained(settings=EchoPretraining(steps=config.echo_steps), progress=True)
     torch.manual_seed(seed)
-    model, tokenizer = load_or_build_tiny_model(TinyModelConfig(seed=seed))
     timings = {}
     started = time.perf_counter()
     episodes = demonstrations(tokenizer, train)

@@ -36,12 +36,14 @@ print("\\nPROCESSES=" + _json.dumps([c for c in _agentrl_found if c is not None]
 def processes_inside(sandbox: KernelSandbox) -> list[str]:
     """The command lines of every process the sandbox's /proc shows (kernel included).
 
-    Background processes may write into the same output, so the list is found by its prefix.
+    Background processes may write into the same output (a dying fork bomb's shells print errors), even
+    onto the same line, so the list is found by its prefix and read as the first JSON value after it.
     """
     result = sandbox.run_code(LIST_PROCESSES)
     assert result.ok, result.output
     line = next(line for line in result.output.splitlines() if line.startswith("PROCESSES="))
-    return json.loads(line.removeprefix("PROCESSES="))
+    listed, _ = json.JSONDecoder().raw_decode(line.removeprefix("PROCESSES="))
+    return listed
 
 
 def host_pids_with(marker: str) -> list[int]:
