@@ -65,6 +65,8 @@ class AgentGRPOConfig(GRPOConfig):
         "help": "Drop groups whose rewards are all equal from the loss (they carry no GRPO signal)."})
     normalize_rewards_per_env: bool = field(default=True, metadata={
         "help": "Scale each env's rewards by its running std before TRL's group normalisation (multi-env runs)."})
+    mismatch_every: int = field(default=1, metadata={
+        "help": "Measure sampler/trainer mismatch every this many rollout batches (one extra forward pass); 0: never."})
     episode_log: str | None = field(default=None, metadata={
         "help": "JSONL file of per-step rollout metrics and alerts (default: <output_dir>/rollouts.jsonl)."})
 
@@ -80,6 +82,9 @@ class AgentGRPOConfig(GRPOConfig):
         if self.max_turns < 1 or self.max_tokens_per_turn < 1:
             raise ValueError(f"max_turns and max_tokens_per_turn: expected >= 1, got {self.max_turns}, "
                              f"{self.max_tokens_per_turn}")
+        if self.max_steps <= 0:
+            raise ValueError(f"max_steps: expected > 0 (environment training runs by steps, the dataset only holds "
+                             f"group slots), got {self.max_steps}")
         if self.episode_log is None:
             self.episode_log = str(Path(self.output_dir) / "rollouts.jsonl")
 
@@ -120,8 +125,10 @@ class EnvironmentRollouts:
         requests = self._requests(prompts)
         episodes = engine.run(requests)
         self._calls += 1
-        for env_id, episode_group in _groups(episodes).items():
-            self.samplers[env_id[0]].update(episode_group[0].task_id, float(np.mean([e.reward for e in episode_group])))
+        for (env_id, _), members in _groups(episodes).items():
+            scored = [episode.reward for episode in members if not episode.infra_error]
+            if scored:  # an infrastructure fault says nothing about the task's difficulty
+                self.samplers[env_id].update(members[0].task_id, float(np.mean(scored)))
         mask_out = self._masked_out(episodes)
         self.monitor.observe(episodes, trainer=trainer, dropped=mask_out)
         return self._outputs(episodes, mask_out)
@@ -290,10 +297,11 @@ def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[s
     tasks = dict(tasks) if tasks is not None else tasks_from_envs(config)
     rollouts = EnvironmentRollouts(config, tasks, env_factory=env_factory,
                                    monitor=RolloutMonitor(log_path=config.episode_log,
-                                                          required_tools=required_tools(tasks)))
+                                                          required_tools=required_tools(tasks),
+                                                          mismatch_every=config.mismatch_every))
     components = reward_component_names(list(tasks), config.env_kwargs)
     config.reward_weights = [1.0] + [0.0] * len(components)
-    slots = max(config.max_steps, 1) * config.gradient_accumulation_steps * config.per_device_train_batch_size
+    slots = config.max_steps * config.gradient_accumulation_steps * config.per_device_train_batch_size
     dataset = Dataset.from_dict({"prompt": [f"{SLOT_PREFIX}{i}" for i in range(slots)]})
     return AgentGRPOTrainer(model=model, reward_funcs=[env_reward, *map(component_reward, components)],
                             args=config, train_dataset=dataset, processing_class=tokenizer,
