@@ -111,3 +111,15 @@ def sandbox(backend: str, sandbox_limits: SandboxLimits) -> Iterator[KernelSandb
         yield box
     finally:
         box.close()
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op torch thread for a test module: on a small shared CPU the tiny model decodes several times
+    faster so. Use with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 import yaml
 from rich.console import Console
 
 from benchmarks.evaluate import EvalConfig, fingerprint_differences, main, pass_at_k, run_evaluation, run_fingerprint
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 SEARCH = "agentrl/Search-v0"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: on a small shared CPU the tiny model decodes faster so."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def evaluate(tmp_path: Path, *args: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-import torch
 
 from benchmarks.rollout_throughput import (
     ROWS,
@@ -20,14 +19,7 @@ from benchmarks.rollout_throughput import (
 )
 from trainers.tiny_model import load_or_build_tiny_model
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: on a small shared CPU the tiny model decodes faster so."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
@@ -15,16 +14,10 @@ from tasks import load_split
 from trainers.grpo import SLOT_PREFIX, AgentGRPOConfig, build_trainer
 from trainers.tiny_model import load_or_build_tiny_model
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 ENV_ID = "agentrl/Search-v0"
 TASKS = load_split("Search", "train")[:4]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_config(tmp_path, **overrides) -> AgentGRPOConfig:

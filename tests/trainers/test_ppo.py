@@ -16,19 +16,12 @@ from trainers.ppo_config import PPOConfig
 from trainers.rollout import Episode, RolloutEngine, TurnRecord, group_requests
 from trainers.tiny_model import load_or_build_tiny_model
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 CONFIG_YAML = Path(__file__).parents[2] / "trainers" / "configs" / "ppo_tiny_cpu.yaml"
 SMALL = {"device": "cpu", "tasks_per_step": 2, "episodes_per_task": 2, "max_turns": 2, "max_tokens_per_turn": 8,
          "num_ppo_epochs": 1, "minibatch_size": 4}
 """Settings small enough for a CPU test: 4 episodes of at most 2 turns of 8 tokens."""
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: on a small shared CPU, more threads make the tiny model's decoding several times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import pytest
@@ -15,17 +15,10 @@ from trainers.generation import GeneratedTurn, TransformersGenerator
 from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
 from trainers.tiny_model import load_or_build_tiny_model
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 ENV_ID = "agentrl/Search-v0"
 TASKS = load_split("Search", "train")[:3]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: on a small shared CPU the tiny model decodes faster so."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 
 import gymnasium as gym
@@ -18,16 +17,10 @@ from trainers.chat import ChatTokens
 from trainers.sft import WarmStartConfig, collect_demonstrations, sft_dataset, train_sft
 from trainers.tiny_model import load_or_build_tiny_model
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 CONFIGS = Path(__file__).parents[2] / "trainers" / "configs"
 TASKS = [task for task in load_split("Search", "train") if task.family == "single"][:12]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
