@@ -117,21 +117,20 @@ class EnvironmentRollouts:
         self.monitor = monitor or RolloutMonitor()
         self.generator: Generator | None = None
         self.engine: RolloutEngine | None = None
-        self._calls = 0
 
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list]:
         """Play one episode per prompt; consecutive equal prompts form a group sharing one task."""
         engine = self._engine(trainer)
         requests = self._requests(prompts)
         episodes = engine.run(requests)
-        self._calls += 1
         for (env_id, _), members in _groups(episodes).items():
             scored = [episode.reward for episode in members if not episode.infra_error]
             if scored:  # an infrastructure fault says nothing about the task's difficulty
                 self.samplers[env_id].update(members[0].task_id, float(np.mean(scored)))
         mask_out = self._masked_out(episodes)
         self.monitor.observe(episodes, trainer=trainer, dropped=mask_out)
-        return self._outputs(episodes, mask_out)
+        return self._outputs([_never_empty(episode, trainer.processing_class.eos_token_id)
+                              for episode in episodes], mask_out)
 
     def _engine(self, trainer: GRPOTrainer) -> RolloutEngine:
         if self.engine is None:
@@ -209,6 +208,13 @@ class RunningStats:
     def std(self) -> float:
         """Sample standard deviation (0 with fewer than two values)."""
         return float(np.sqrt(self.m2 / (self.count - 1))) if self.count > 1 else 0.0
+
+
+def _never_empty(episode: Episode, eos_token_id: int) -> Episode:
+    """An episode that ended at reset has no completion; TRL needs one token, so it gets a masked end token."""
+    if not episode.completion_ids:
+        episode.append([eos_token_id], generated=False)
+    return episode
 
 
 def _group_indices(episodes: Sequence[Episode]) -> dict[int, list[int]]:

@@ -125,3 +125,20 @@ def test_config_checks_say_how_to_fix(tmp_path):
     config = make_config(tmp_path, env_kwargs=json.dumps({ENV_ID: {"families": ["single"]}}))
     assert config.env_kwargs == {ENV_ID: {"families": ["single"]}}
     assert config.rollout_config().max_tokens_per_turn == 8
+
+
+def test_an_episode_whose_sandbox_failed_at_reset_reaches_trl_masked_out(tmp_path):
+    from agentgym_envs.errors import SandboxCrashedError
+
+    class ResetFails(gym.Wrapper):
+        def reset(self, **kwargs):
+            raise SandboxCrashedError("container is gone")
+
+    model, tokenizer = load_or_build_tiny_model()
+    trainer = build_trainer(make_config(tmp_path), model, tokenizer, tasks={ENV_ID: TASKS},
+                            env_factory=lambda env_id: ResetFails(gym.make(env_id, split="train")))
+    try:
+        inputs = trainer._generate_and_score_completions([{"prompt": f"{SLOT_PREFIX}{i // 2}"} for i in range(4)])
+    finally:
+        trainer.rollouts.close()
+    assert int(inputs["tool_mask"].sum()) == 0  # nothing of a failed episode is learned from
