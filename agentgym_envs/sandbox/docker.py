@@ -48,6 +48,10 @@ some survive), then empty the tmpfs mounts. Whether any is left is read from the
 even one it may not signal (root's ``sleep``), so its status would say "some left" forever."""
 
 _live: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+_removal_pending: set[Container] = set()
+"""Containers whose removal failed (daemon down, API timeout): retried when the next sandbox is made and at
+exit, so a failed removal is late rather than a leak."""
+_removal_lock = threading.Lock()
 
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 """What a Docker API call raises when it fails: the SDK's errors, and requests' own when the daemon's
@@ -92,6 +96,7 @@ class DockerSandbox(KernelSandbox):
             raise SandboxUnavailableError(
                 f"expected the sandbox image {self.image!r} in the local Docker daemon, found none: "
                 "build it with `python -m agentgym_envs.sandbox build-image`.")
+        retry_pending_removals()
         self.container = self._start_container()
         self._dirty = False
         _live.add(self)
@@ -159,11 +164,32 @@ class DockerSandbox(KernelSandbox):
     def _release(self) -> None:
         _live.discard(self)
         try:
-            self.container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
+            _remove(self.container)
         except DOCKER_ERRORS as exc:
-            raise SandboxError(f"could not remove container {self.container.short_id}: {exc}") from exc
+            with _removal_lock:
+                _removal_pending.add(self.container)
+            raise SandboxError(f"could not remove container {self.container.short_id} (retried later): "
+                               f"{exc}") from exc
+
+
+def _remove(container: Container) -> None:
+    """Force-remove ``container``; one already gone counts as removed."""
+    with contextlib.suppress(docker.errors.NotFound):
+        container.remove(force=True)
+
+
+def retry_pending_removals() -> int:
+    """Try again to remove the containers whose removal failed; returns how many are still pending."""
+    with _removal_lock:
+        pending = list(_removal_pending)
+    for container in pending:
+        try:
+            _remove(container)
+        except DOCKER_ERRORS:
+            continue
+        with _removal_lock:
+            _removal_pending.discard(container)
+    return len(_removal_pending)
 
 
 class DockerSandboxPool:
@@ -271,3 +297,4 @@ def _close_live_sandboxes() -> None:
     for sandbox in list(_live):
         with contextlib.suppress(SandboxError):
             sandbox.close()
+    retry_pending_removals()

@@ -17,6 +17,7 @@ import select
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -158,6 +159,10 @@ class KernelSandbox(ABC):
 
     backend: str = "abstract"
     start_timeout_s: float = 30.0
+    start_slots: threading.BoundedSemaphore = threading.BoundedSemaphore(max(4, 4 * (os.cpu_count() or 1)))
+    """Kernels starting at once in this process. Hundreds of sandboxes resetting together on a small machine
+    would otherwise all miss ``start_timeout_s`` (the clock only runs once a slot is held, so a start that
+    waits is late, not failed)."""
 
     def __init__(self, limits: SandboxLimits | None = None) -> None:
         self.limits = limits or SandboxLimits()
@@ -305,13 +310,14 @@ class KernelSandbox(ABC):
         return self._kernel
 
     def _start_kernel(self) -> KernelProcess:
-        kernel = self._spawn_kernel()
-        try:
-            kernel.wait_ready(self.start_timeout_s)
-        except SandboxError as exc:
-            stderr = kernel.stderr_tail()
-            kernel.kill()
-            raise SandboxCrashedError(f"{self.backend} kernel did not start: {exc}; stderr: {stderr}") from exc
+        with self.start_slots:
+            kernel = self._spawn_kernel()
+            try:
+                kernel.wait_ready(self.start_timeout_s)
+            except SandboxError as exc:
+                stderr = kernel.stderr_tail()
+                kernel.kill()
+                raise SandboxCrashedError(f"{self.backend} kernel did not start: {exc}; stderr: {stderr}") from exc
         return kernel
 
     def _restart(self) -> None:

@@ -138,3 +138,26 @@ def test_closed_sandbox_refuses_work(client: docker.DockerClient, sandbox_limits
     assert not sandbox.healthy()
     with pytest.raises(SandboxError, match="closed"):
         sandbox.run_code("1")
+
+
+def test_a_removal_that_fails_is_retried_not_leaked(client: docker.DockerClient, sandbox_limits: SandboxLimits,
+                                                    monkeypatch: pytest.MonkeyPatch):
+    import requests.exceptions
+
+    from agentgym_envs.sandbox.docker import retry_pending_removals
+
+    sandbox = DockerSandbox(sandbox_limits, client=client)
+    container = sandbox.container
+
+    def daemon_gone(**kwargs):
+        raise requests.exceptions.ConnectionError("connection refused")  # as while dockerd restarts
+
+    monkeypatch.setattr(container, "remove", daemon_gone)
+    with pytest.raises(SandboxError, match="retried later"):
+        sandbox.close()
+    assert container_exists(client, container.id)
+    assert retry_pending_removals() == 1  # still failing: still pending, not forgotten
+    monkeypatch.undo()  # the daemon answers again
+    DockerSandbox(sandbox_limits, client=client).close()  # making a sandbox retries pending removals
+    assert not container_exists(client, container.id)
+    assert retry_pending_removals() == 0
