@@ -93,7 +93,9 @@ def assert_no_stray_processes(sandbox: KernelSandbox, baseline: list[str]) -> No
 
     assert eventually(back_to_baseline), f"stray processes: before {baseline}, after {current}"
     spawned = sandbox.run_code("import subprocess\nsubprocess.run(['true']).returncode")
-    assert spawned.output == "0\n", f"cannot start a process after the limit: {spawned}"
+    # the last words of dying fork-bomb shells ("Cannot fork") may still arrive in this cell's output
+    assert spawned.ok and spawned.output.splitlines()[-1:] == ["0"], f"cannot start a process after the limit: " \
+                                                                     f"{spawned}"
 
 
 @pytest.fixture
