@@ -69,7 +69,6 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import sys
 import tempfile
 import time
@@ -288,7 +287,7 @@ def build_warm_model(settings: Settings, directory: Path) -> None:
     import torch
 
     from trainers.pipeline import PipelineConfig, demonstrations, training_tasks, warm_start
-    from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model
+    from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model, save_model_folder
 
     config = PipelineConfig(train_questions=settings.train_questions, sft_steps=settings.sft_steps)
     torch.manual_seed(settings.seed)
@@ -296,13 +295,7 @@ def build_warm_model(settings: Settings, directory: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         warm_start(model, tokenizer, demonstrations(tokenizer, training_tasks(config)), config, settings.seed,
                    Path(scratch))
-    staging = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    if directory.exists():  # another process saved it first
-        shutil.rmtree(staging)
-    else:
-        staging.rename(directory)
+    save_model_folder(model, tokenizer, directory)
 
 
 # ------------------------------------------------------------------------------------- engine rows

@@ -10,14 +10,11 @@ about is seen here. The result is cached next to the tiny model and reused.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from trainers.tiny_model import TinyModelConfig, default_model_dir, load_or_build_tiny_model
+from trainers.tiny_model import TinyModelConfig, default_model_dir, load_or_build_tiny_model, save_model_folder
 
 PRETRAIN_WORLD_SEED = 9001
 """Seed of the world whose articles are echoed (the bundled world uses another seed)."""
@@ -118,15 +115,6 @@ def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: Ec
     if not (directory / "config.json").exists():
         model, tokenizer = load_or_build_tiny_model(config)
         pretrain_echo(model, tokenizer, settings, progress=progress)
-        _save(model, tokenizer, directory)
+        save_model_folder(model, tokenizer, directory)
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
 
-
-def _save(model, tokenizer, directory: Path) -> None:
-    staging = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    if directory.exists():  # another process saved it first
-        shutil.rmtree(staging)
-    else:
-        staging.rename(directory)

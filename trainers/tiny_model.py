@@ -186,15 +186,21 @@ def save_tiny_model(config: TinyModelConfig, directory: str | Path) -> Path:
     """Build the tokenizer and the model of ``config`` and save both to ``directory``."""
     directory = Path(directory)
     tokenizer = build_tokenizer(training_texts(), config.vocab_size)
-    model = build_model(config, tokenizer)
-    staging = directory.with_name(directory.name + f".tmp-{os.getpid()}")
+    save_model_folder(build_model(config, tokenizer), tokenizer, directory)
+    return directory
+
+
+def save_model_folder(model, tokenizer, directory: str | Path) -> None:
+    """Save ``model`` and ``tokenizer`` to ``directory`` all at once: written to a staging folder, then
+    renamed, so a reader never sees half a folder; when another process saved it first, theirs is kept."""
+    directory = Path(directory)
+    staging = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
     tokenizer.save_pretrained(staging)
     model.save_pretrained(staging)
-    if directory.exists():  # another process saved it first
+    if directory.exists():
         shutil.rmtree(staging)
     else:
         staging.rename(directory)
-    return directory
 
 
 def load_model(name_or_path: str = "tiny", dtype: str | None = None):
