@@ -47,8 +47,6 @@ class PipelineConfig:
         "help": "Generated training questions (the bundled dev and test questions are excluded)."})
     eval_split: str = field(default="test", metadata={"help": "Held-out bundled split to evaluate on."})
     eval_samples: int = field(default=4, metadata={"help": "Sampled episodes per held-out task (plus one greedy)."})
-    echo_steps: int = field(default=600, metadata={
-        "help": "Steps of echo pretraining of the tiny model (learning to copy; built once and cached)."})
     sft_steps: int = field(default=100, metadata={"help": "SFT optimizer steps."})
     sft_learning_rate: float = field(default=2e-3, metadata={"help": "SFT learning rate."})
     grpo_steps: int = field(default=40, metadata={"help": "GRPO optimizer steps."})
@@ -174,10 +172,10 @@ def run_seed(config: PipelineConfig, seed: int, train: Sequence[Any], held_out: 
     """Steps 1-6 for one seed; returns the evaluations, timings and GRPO's reward curve."""
     import torch
 
-    from trainers.pretrain import EchoPretraining, load_or_build_pretrained
+    from trainers.pretrain import load_or_build_pretrained
 
     output = Path(config.output_dir) / f"seed-{seed}"
-    model, tokenizer = load_or_build_pretrained(settings=EchoPretraining(steps=config.echo_steps), progress=True)
+    model, tokenizer = load_or_build_pretrained(progress=True)
     torch.manual_seed(seed)
     timings = {}
     started = time.perf_counter()

@@ -3,14 +3,24 @@
 A model built from a config knows nothing; the first skill an agent needs is to copy: an entity name
 from the question into a search query, a value from a tool result into the answer. Learning that from a
 few thousand demonstrations is slow, so the tiny model first learns it on an echo task: plain text
-holding a sentence twice, with the loss on the repeat only. The sentences come from the
-encyclopedia of a *different* generated world than the bundled one, so no fact the agent is later asked
-about is seen here. The result is cached next to the tiny model and reused.
+holding a sequence twice, with the loss on the repeat only. Two phases:
+
+1. random token strings: nothing but copying can predict the repeat, so the copy circuit (an induction
+   head) forms, around step 400 for the default model;
+2. sentences of the encyclopedia of a *different* generated world than the bundled one (no fact the
+   agent is later asked about is seen here), a quarter of their tokens swapped for random ones.
+
+Echoing plain sentences alone teaches a model to copy the tokens those sentences hold, and the bundled
+world's names are tokens they never hold. Measured with :func:`copy_accuracy` on the bundled world's
+sentences (``python -m trainers.pretrain``): 600 steps of plain sentences copy 0.86 of all tokens but
+0.53 of never-echoed ones; the two phases (800 + 300 steps, 6.2 min here) 0.975 and 0.936. The result
+is cached next to the tiny model and reused.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,8 +28,8 @@ from trainers.tiny_model import TinyModelConfig, default_model_dir, load_or_buil
 
 PRETRAIN_WORLD_SEED = 9001
 """Seed of the world whose articles are echoed (the bundled world uses another seed)."""
-ECHO_FORMAT = 2
-"""Version of the echo text format (part of the cache folder's name)."""
+ECHO_FORMAT = 4
+"""Version of the echo curriculum (part of the cache folder's name)."""
 
 
 @dataclass(frozen=True)
@@ -27,16 +37,28 @@ class EchoPretraining:
     """Settings of the echo pretraining.
 
     Attributes:
-        steps: Optimizer steps.
-        batch_size: Sentences per step.
-        learning_rate: AdamW learning rate.
-        seed: Seed of the sentence draws.
+        random_steps: Optimizer steps on random token strings (phase 1).
+        sentence_steps: Optimizer steps on sentences with substituted tokens (phase 2).
+        batch_size: Sequences per step.
+        learning_rate: AdamW learning rate of phase 1.
+        sentence_learning_rate: AdamW learning rate of phase 2.
+        substitution: Share of each sentence's tokens replaced by random ordinary tokens in phase 2.
+        seed: Seed of the draws.
     """
 
-    steps: int = 600
+    random_steps: int = 800
+    sentence_steps: int = 300
     batch_size: int = 32
     learning_rate: float = 3e-3
+    sentence_learning_rate: float = 1e-3
+    substitution: float = 0.25
     seed: int = 0
+
+    @property
+    def key(self) -> str:
+        """Names these settings in the cache folder's name."""
+        return (f"echo{ECHO_FORMAT}-{self.random_steps}r{self.sentence_steps}s-b{self.batch_size}"
+                f"-lr{self.learning_rate:g}-{self.sentence_learning_rate:g}-p{self.substitution:g}-s{self.seed}")
 
 
 def echo_sentences(n_entities: int = 400) -> list[str]:
@@ -48,18 +70,25 @@ def echo_sentences(n_entities: int = 400) -> list[str]:
             if 15 < len(sentence) < 140]
 
 
-def echo_batch(tokenizer, sentences: Sequence[str], rng: random.Random, batch_size: int):
+def echo_batch(tokenizer, sentences: Sequence[str], rng: random.Random, batch_size: int,
+               substitution: float = 0.0, substitutes: Sequence[int] = ()):
     """Input ids, attention mask and loss mask (1 on the repeat) of ``batch_size`` echo texts.
 
     Plain text, no chat turns: ``sentence\nsentence``, so that copying is learned without teaching the
-    assistant turn to repeat the user (which would fight the agent's demonstrations later).
+    assistant turn to repeat the user (which would fight the agent's demonstrations later). A share
+    ``substitution`` of the sentence's tokens is replaced by tokens drawn from ``substitutes`` (default:
+    every ordinary token): names the echoed world never uses (those of the bundled world, say) would
+    otherwise keep untrained embeddings and be copied little better than chance.
     """
     import torch
 
+    substitutes = substitutes or ordinary_token_ids(tokenizer)
+    newline = tokenizer.encode("\n", add_special_tokens=False)
     rows, masks = [], []
     for sentence in rng.choices(sentences, k=batch_size):
-        first = tokenizer.encode(sentence + "\n", add_special_tokens=False)
-        repeat = [*tokenizer.encode(sentence, add_special_tokens=False), tokenizer.eos_token_id]
+        tokens = [rng.choice(substitutes) if rng.random() < substitution else token
+                  for token in tokenizer.encode(sentence, add_special_tokens=False)]
+        first, repeat = tokens + newline, [*tokens, tokenizer.eos_token_id]
         rows.append(first + repeat)
         masks.append([0] * len(first) + [1] * len(repeat))
     width = max(len(row) for row in rows)
@@ -73,31 +102,70 @@ def echo_batch(tokenizer, sentences: Sequence[str], rng: random.Random, batch_si
     return input_ids, attention, loss_mask
 
 
+def ordinary_token_ids(tokenizer) -> list[int]:
+    """Ids of every token but the special ones and those holding a line break."""
+    special = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
+    return [index for token, index in tokenizer.get_vocab().items()
+            if index not in special and "\n" not in tokenizer.convert_tokens_to_string([token])]
+
+
 def pretrain_echo(model, tokenizer, settings: EchoPretraining, *, progress: bool = False) -> list[float]:
-    """Train ``model`` in place on the echo task; returns the copy accuracy every 50 steps."""
+    """Train ``model`` in place on both echo phases; returns the training copy accuracy every 50 steps."""
     import torch
     from rich.progress import Progress
 
-    rng, sentences = random.Random(settings.seed), echo_sentences()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
+    rng, sentences, substitutes = random.Random(settings.seed), echo_sentences(), ordinary_token_ids(tokenizer)
+    phases = ((settings.random_steps, settings.learning_rate, 1.0),
+              (settings.sentence_steps, settings.sentence_learning_rate, settings.substitution))
     accuracies = []
     model.train()
     with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task("echo pretraining", total=settings.steps)
-        for step in range(settings.steps):
-            input_ids, attention, loss_mask = echo_batch(tokenizer, sentences, rng, settings.batch_size)
-            logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
-            targets, mask = input_ids[:, 1:], loss_mask[:, 1:]
-            logps = logits.log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            loss = -(logps * mask).sum() / mask.sum()
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            if step % 50 == 0 or step == settings.steps - 1:
-                accuracies.append(float(((logits.argmax(-1) == targets).float() * mask).sum() / mask.sum()))
-            bar.advance(task)
+        task = bar.add_task("echo pretraining", total=settings.random_steps + settings.sentence_steps)
+        for steps, learning_rate, substitution in phases:
+            optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
+            for step in range(steps):
+                batch = echo_batch(tokenizer, sentences, rng, settings.batch_size, substitution, substitutes)
+                accuracy = _echo_step(model, optimizer, *batch)
+                if step % 50 == 0 or step == steps - 1:
+                    accuracies.append(accuracy)
+                bar.advance(task)
     return accuracies
+
+
+def _echo_step(model, optimizer, input_ids, attention, loss_mask) -> float:
+    """One optimizer step on an echo batch; returns the copy accuracy on it (before the step)."""
+    import torch
+
+    logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
+    targets, mask = input_ids[:, 1:], loss_mask[:, 1:]
+    logps = logits.log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    loss = -(logps * mask).sum() / mask.sum()
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return float(((logits.argmax(-1) == targets).float() * mask).sum() / mask.sum())
+
+
+def copy_accuracy(model, tokenizer, sentences: Sequence[str], *, batches: int = 4, batch_size: int = 32,
+                  seed: int = 0) -> tuple[float, float]:
+    """How well ``model`` echoes ``sentences``: accuracy on every repeated token, and on the tokens the
+    echo pretraining's sentences never hold (the ones only substitution teaches)."""
+    import torch
+
+    seen = {token for sentence in echo_sentences() for token in tokenizer.encode(sentence, add_special_tokens=False)}
+    rng, hits, total, unseen_hits, unseen_total = random.Random(seed), 0.0, 0.0, 0.0, 0.0
+    model.eval()
+    for _ in range(batches):
+        input_ids, attention, loss_mask = echo_batch(tokenizer, sentences, rng, batch_size)
+        with torch.no_grad():
+            predicted = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].argmax(-1)
+        targets, mask = input_ids[:, 1:], loss_mask[:, 1:]
+        unseen = torch.tensor([[int(token) not in seen for token in row] for row in targets.tolist()]) * mask
+        correct = (predicted == targets).float()
+        hits, total = hits + float((correct * mask).sum()), total + float(mask.sum())
+        unseen_hits, unseen_total = unseen_hits + float((correct * unseen).sum()), unseen_total + float(unseen.sum())
+    return hits / total, unseen_hits / max(unseen_total, 1.0)
 
 
 def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: EchoPretraining | None = None,
@@ -111,10 +179,27 @@ def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: Ec
 
     config, settings = config or TinyModelConfig(), settings or EchoPretraining()
     base = default_model_dir(config)
-    directory = base.with_name(f"{base.name}-echo{ECHO_FORMAT}-{settings.steps}x{settings.batch_size}-s{settings.seed}")
+    directory = base.with_name(f"{base.name}-{settings.key}")
     if not (directory / "config.json").exists():
         model, tokenizer = load_or_build_tiny_model(config)
         pretrain_echo(model, tokenizer, settings, progress=progress)
         save_model_folder(model, tokenizer, directory)
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
 
+
+
+def main() -> int:
+    """``python -m trainers.pretrain``: build (or reuse) the pretrained tiny model and report its copying."""
+    from tasks.search import load_world
+
+    model, tokenizer = load_or_build_pretrained(progress=True)
+    bundled = [sentence.strip() for document in load_world().documents for sentence in document.text.split(". ")
+               if 15 < len(sentence) < 140]
+    every, unseen = copy_accuracy(model, tokenizer, bundled)
+    print(f"echo of the bundled world's sentences: {every:.3f} of tokens copied, "
+          f"{unseen:.3f} of those the echo text never held")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Echo pretraining: the text it learns from, its two phases, and how copying is measured."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from trainers.pretrain import (
+    EchoPretraining,
+    copy_accuracy,
+    echo_batch,
+    echo_sentences,
+    ordinary_token_ids,
+    pretrain_echo,
+)
+from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SENTENCES = ["The Velmar Museum was founded in 1873", "Ada Quill wrote The Glass Harbor"]
+
+
+def _rows(input_ids, attention):
+    return [row[:int(mask.sum())].tolist() for row, mask in zip(input_ids, attention, strict=True)]
+
+
+def test_an_echo_text_is_the_sentence_twice_with_the_loss_on_the_repeat_only():
+    _, tokenizer = load_or_build_tiny_model()
+    input_ids, attention, loss_mask = echo_batch(tokenizer, SENTENCES, random.Random(0), 4)
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    for row, mask in zip(_rows(input_ids, attention), loss_mask, strict=True):
+        half = (len(row) - len(newline) - 1) // 2
+        first, repeat = row[:half], row[half + len(newline):-1]
+        assert first == repeat and tokenizer.decode(first) in SENTENCES
+        assert row[-1] == tokenizer.eos_token_id
+        assert mask[:len(row)].tolist() == [0.0] * (half + len(newline)) + [1.0] * (half + 1)
+
+
+def test_substitution_swaps_tokens_in_both_copies_for_ordinary_tokens():
+    _, tokenizer = load_or_build_tiny_model()
+    ordinary = set(ordinary_token_ids(tokenizer))
+    assert tokenizer.eos_token_id not in ordinary and tokenizer.pad_token_id not in ordinary
+    original = {tuple(tokenizer.encode(sentence, add_special_tokens=False)) for sentence in SENTENCES}
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    input_ids, attention, _ = echo_batch(tokenizer, SENTENCES, random.Random(0), 16, substitution=1.0)
+    for row in _rows(input_ids, attention):
+        half = (len(row) - len(newline) - 1) // 2
+        assert row[:half] == row[half + len(newline):-1]
+        assert tuple(row[:half]) not in original and set(row[:half]) <= ordinary
+
+
+def test_copy_accuracy_counts_tokens_the_echo_text_never_holds_apart():
+    model, tokenizer = load_or_build_tiny_model(
+        TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1))
+    seen_sentence = echo_sentences()[0]
+    echoed = set(tokenizer.encode(" ".join(echo_sentences()), add_special_tokens=False))
+    assert set(ordinary_token_ids(tokenizer)) - echoed  # the bundled world's names, among others
+    every, unseen = copy_accuracy(model, tokenizer, [seen_sentence], batches=1, batch_size=2)
+    assert unseen == 0.0 and 0.0 <= every < 0.5  # an untrained model copies nothing; no unseen token was shown
+
+
+def test_both_echo_phases_run_and_train_the_model():
+    model, tokenizer = load_or_build_tiny_model(
+        TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1))
+    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+    settings = EchoPretraining(random_steps=3, sentence_steps=2, batch_size=4)
+    accuracies = pretrain_echo(model, tokenizer, settings)
+    assert len(accuracies) == 4  # steps 0 and last of each phase
+    assert all(not torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
+    assert settings.key != EchoPretraining().key and "3r2s" in settings.key
