@@ -51,14 +51,32 @@ def test_substitution_swaps_tokens_in_both_copies_for_ordinary_tokens():
         assert tuple(row[:half]) not in original and set(row[:half]) <= ordinary
 
 
+class _Copier:
+    """A stand-in model that predicts every next token right, except the tokens in ``blind``."""
+
+    def __init__(self, vocab_size: int, blind: set[int]) -> None:
+        self.vocab_size, self.blind = vocab_size, blind
+
+    def eval(self) -> None:
+        pass
+
+    def __call__(self, input_ids, attention_mask):
+        following = torch.roll(input_ids, -1, dims=1)
+        logits = torch.nn.functional.one_hot(following, self.vocab_size).float()
+        logits[torch.isin(following, torch.tensor(sorted(self.blind)))] = 0.0  # argmax: token 0
+        return type("Output", (), {"logits": logits})()
+
+
 def test_copy_accuracy_counts_tokens_the_echo_text_never_holds_apart():
-    model, tokenizer = load_or_build_tiny_model(
-        TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1))
-    seen_sentence = echo_sentences()[0]
-    echoed = set(tokenizer.encode(" ".join(echo_sentences()), add_special_tokens=False))
-    assert set(ordinary_token_ids(tokenizer)) - echoed  # the bundled world's names, among others
-    every, unseen = copy_accuracy(model, tokenizer, [seen_sentence], batches=1, batch_size=2)
-    assert unseen == 0.0 and 0.0 <= every < 0.5  # an untrained model copies nothing; no unseen token was shown
+    _, tokenizer = load_or_build_tiny_model()
+    echoed = {token for sentence in echo_sentences() for token in tokenizer.encode(sentence, add_special_tokens=False)}
+    unseen = sorted(set(ordinary_token_ids(tokenizer)) - echoed)
+    assert unseen  # the bundled world's names, among others
+    sentence = tokenizer.decode([*tokenizer.encode(echo_sentences()[0], add_special_tokens=False), *unseen[:3]])
+    every, never_echoed = copy_accuracy(_Copier(len(tokenizer), set()), tokenizer, [sentence], batches=1)
+    assert every == 1.0 and never_echoed == 1.0
+    every, never_echoed = copy_accuracy(_Copier(len(tokenizer), set(unseen)), tokenizer, [sentence], batches=1)
+    assert never_echoed == 0.0 and 0.5 < every < 1.0
 
 
 def test_both_echo_phases_run_and_train_the_model():
