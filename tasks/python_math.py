@@ -741,6 +741,9 @@ _TEMPLATES: tuple[Template[_Problem], ...] = (
 
 MATH_TEMPLATES: tuple[str, ...] = tuple(template.name for template in _TEMPLATES)
 """Names of the math templates, in a stable order."""
+MATH_TEMPLATE_LEVELS: dict[str, tuple[int, int]] = {
+    template.name: (template.min_difficulty, template.max_difficulty) for template in _TEMPLATES}
+"""The band of difficulty levels each math template serves, inclusive."""
 
 
 def generate_math_task(

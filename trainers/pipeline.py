@@ -1,22 +1,29 @@
 """The main job: tiny model, demonstrations, SFT warm-start, GRPO, held-out evaluation, before/after table.
 
-On a CPU-only machine with no model hub, for each seed:
+On a CPU-only machine with no model hub:
 
 1. build (or reuse) the tiny model and its locally trained tokenizer, pretrained to copy text
-   (:mod:`trainers.pretrain`; built once, shared by the seeds);
-2. play a demonstrator in the real Search-v0 environment on generated training questions (none of them
-   in the bundled dev or test split) and keep the solved, grounded episodes;
+   (:mod:`trainers.pretrain`; built once and cached);
+2. play a demonstrator in the real environments on generated training tasks (none of them in the
+   bundled dev or test split) and keep the solved episodes: PythonSandbox-v0 math (run the task's
+   reference program in the sandbox, answer with its output) and, with ``--envs python search``,
+   Search-v0 (search with the question, answer from the top result);
+
+then for each seed:
+
 3. SFT warm-start on them (TRL ``SFTTrainer``, loss on agent tokens only);
-4. evaluate on the held-out test split;
-5. GRPO from the warm-started model (TRL ``GRPOTrainer`` with the multi-turn ``rollout_func``);
+4. evaluate on the held-out test split of each env;
+5. GRPO from the warm-started model (TRL ``GRPOTrainer`` with the multi-turn ``rollout_func``; with
+   several envs, rewards normalised per env);
 6. evaluate again.
 
-It prints a before/after table (mean and spread over seeds), writes ``results.json`` and a plot of
-reward over GRPO steps to ``output_dir``.
+It prints a before/after table per env (mean and spread over seeds), writes ``results.json`` and a plot
+of the training reward over GRPO steps to ``output_dir``.
 
 Example:
     python -m trainers.pipeline                      # the embedded defaults
-    python -m trainers.pipeline --seeds 0 --grpo_steps 20 --output_dir /tmp/quick
+    python -m trainers.pipeline --seeds 0 --grpo_steps 5 --output_dir /tmp/quick
+    python -m trainers.pipeline --envs python search
 """
 
 from __future__ import annotations
@@ -25,14 +32,21 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
-ENV_ID = "agentrl/Search-v0"
+from agentgym_envs.policies import Policy
+from tasks import Task
+
+SEARCH_ENV = "agentrl/Search-v0"
+PYTHON_ENV = "agentrl/PythonSandbox-v0"
+COPY_TEMPLATES = ("modular_power", "digit_sum_power", "divisibility_count", "divisor_sum")
+"""PythonSandbox math templates whose reference program only copies numbers from the problem."""
 
 
 @dataclass
@@ -41,72 +55,135 @@ class PipelineConfig:
 
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "One full run per seed."})
     output_dir: str = field(default="runs/main", metadata={"help": "Where results, logs and the plot go."})
-    families: list[str] = field(default_factory=lambda: ["single"], metadata={
+    envs: list[str] = field(default_factory=lambda: ["python"], metadata={
+        "help": "Environments trained and evaluated on, side by side: python (PythonSandbox-v0 math), search."})
+    python_templates: list[str] = field(default_factory=lambda: list(COPY_TEMPLATES), metadata={
+        "help": "PythonSandbox math templates in play (tasks.MATH_TEMPLATES)."})
+    python_train_tasks: int = field(default=600, metadata={
+        "help": "Generated PythonSandbox training tasks (none equal to a bundled dev or test task)."})
+    sandbox: str = field(default="bwrap", metadata={"help": "PythonSandbox backend: bwrap or docker."})
+    search_families: list[str] = field(default_factory=lambda: ["single"], metadata={
         "help": "Search question families trained and evaluated on (single, bridge, comparison)."})
-    train_questions: int = field(default=2000, metadata={
-        "help": "Generated training questions (the bundled dev and test questions are excluded)."})
+    search_train_tasks: int = field(default=2000, metadata={
+        "help": "Generated Search training questions (the bundled dev and test questions are excluded)."})
     eval_split: str = field(default="test", metadata={"help": "Held-out bundled split to evaluate on."})
     eval_samples: int = field(default=4, metadata={"help": "Sampled episodes per held-out task (plus one greedy)."})
-    sft_steps: int = field(default=100, metadata={"help": "SFT optimizer steps."})
+    sft_steps: int = field(default=200, metadata={"help": "SFT optimizer steps."})
     sft_learning_rate: float = field(default=2e-3, metadata={"help": "SFT learning rate."})
-    grpo_steps: int = field(default=40, metadata={"help": "GRPO optimizer steps."})
+    grpo_steps: int = field(default=10, metadata={"help": "GRPO optimizer steps."})
     grpo_learning_rate: float = field(default=3e-4, metadata={"help": "GRPO learning rate."})
     group_size: int = field(default=8, metadata={"help": "Episodes per task in a GRPO group."})
-    groups_per_step: int = field(default=4, metadata={"help": "Tasks per GRPO step."})
-    max_tokens_per_turn: int = field(default=48, metadata={"help": "Most tokens generated in one turn."})
-    max_turns: int = field(default=3, metadata={"help": "Most model turns per episode."})
+    groups_per_step: int = field(default=8, metadata={"help": "Tasks per GRPO step."})
+    max_tokens_per_turn: int = field(default=128, metadata={"help": "Most tokens generated in one turn."})
+    max_turns: int = field(default=2, metadata={"help": "Most model turns per episode."})
 
 
 @dataclass
 class Evaluation:
-    """Held-out results of one model: greedy success, sampled success, mean turns, tool calls per episode."""
+    """Held-out results of one model in one env: greedy and sampled success, mean turns, tool calls per episode."""
 
     greedy_success: float
     sampled_success: float
     turns: float
-    searches: float
+    tool_calls: float
 
 
-def training_tasks(config: PipelineConfig) -> list:
-    """Generated questions about the bundled world, excluding every dev and test question."""
+@dataclass
+class EnvJob:
+    """One environment of the main job: its tasks, how its envs are made and how it is demonstrated."""
+
+    env_id: str
+    train: list[Task]
+    held_out: list[Task]
+    make_env: Callable[[Sequence[Task]], gym.Env]
+    demonstrator: Callable[[], Policy]
+    grounded: Callable[[Policy], bool] = lambda policy: True
+
+    def env(self, split: str = "train") -> gym.Env:
+        """An env over the training or the held-out tasks."""
+        return self.make_env(self.train if split == "train" else self.held_out)
+
+
+def env_jobs(config: PipelineConfig) -> dict[str, EnvJob]:
+    """The configured environments, by env id."""
+    builders = {"python": python_job, "search": search_job}
+    unknown = set(config.envs) - set(builders)
+    if unknown or not config.envs:
+        raise ValueError(f"envs: expected one or more of {sorted(builders)}, got {config.envs}")
+    jobs = [builders[name](config) for name in config.envs]
+    return {job.env_id: job for job in jobs}
+
+
+def python_job(config: PipelineConfig) -> EnvJob:
+    """PythonSandbox-v0 math: generated tasks of the configured templates, every level each one serves.
+
+    The demonstrator runs the task's reference program and answers with its output.
+    """
+    from agentgym_envs.policies import PythonOraclePolicy
+    from tasks import load_split
+    from tasks.python_math import MATH_TEMPLATE_LEVELS, generate_math_tasks
+
+    def held_out_template(task: Task) -> bool:
+        return task.family == "math" and task.metadata["template"] in config.python_templates
+
+    bundled = {task.prompt for split in ("dev", "test") for task in load_split("PythonSandbox", split)}
+    per_template = -(-config.python_train_tasks // len(config.python_templates))
+    generated = [task for index, template in enumerate(config.python_templates)
+                 for task in generate_math_tasks(per_template, seed=777 + index, split=f"train-{template}", template=template,
+                                                 difficulty=MATH_TEMPLATE_LEVELS[template])]
+    return EnvJob(
+        env_id=PYTHON_ENV,
+        train=[task for task in generated if task.prompt not in bundled][:config.python_train_tasks],
+        held_out=[task for task in load_split("PythonSandbox", config.eval_split) if held_out_template(task)],
+        make_env=lambda tasks: _make(PYTHON_ENV, tasks, families=("math",), sandbox=config.sandbox),
+        demonstrator=PythonOraclePolicy)
+
+
+def search_job(config: PipelineConfig) -> EnvJob:
+    """Search-v0: generated questions about the bundled world (no dev or test question among them).
+
+    The demonstrator searches with the question and answers with what the top result shows; episodes
+    where it does not show the answer are not kept.
+    """
+    from agentgym_envs.policies.search_lookup import SearchLookupPolicy
     from tasks import load_split
     from tasks.search import load_world
 
     held_out = {task.metadata["query"] for split in ("dev", "test") for task in load_split("Search", split)}
-    world = load_world()
-    return world.questions(config.train_questions, seed=12345, families=tuple(config.families),
-                           hops=1 if config.families == ["single"] else None, exclude=held_out)
+    families = tuple(config.search_families)
+    train = load_world().questions(config.search_train_tasks, seed=12345, families=families,
+                                   hops=1 if families == ("single",) else None, exclude=held_out)
+    return EnvJob(
+        env_id=SEARCH_ENV,
+        train=train,
+        held_out=[task for task in load_split("Search", config.eval_split) if task.family in families],
+        make_env=lambda tasks: _make(SEARCH_ENV, tasks),
+        demonstrator=lambda: SearchLookupPolicy(k=1),
+        grounded=lambda policy: policy.grounded)
 
 
-def held_out_tasks(config: PipelineConfig) -> list:
-    """The bundled split's questions of the configured families."""
-    from tasks import load_split
-
-    return [task for task in load_split("Search", config.eval_split) if task.family in config.families]
-
-
-def make_env(tasks: Sequence[Any]):
-    """Search-v0 over ``tasks`` with the question alone as the prompt (the tiny model needs no instructions)."""
-    import gymnasium as gym
-
+def _make(env_id: str, tasks: Sequence[Task], **kwargs: Any) -> gym.Env:
+    """``env_id`` over ``tasks`` with the task alone as the prompt (the tiny model needs no instructions)."""
     import agentgym_envs  # noqa: F401
 
-    return gym.make(ENV_ID, tasks=list(tasks), prompt_style="task")
+    return gym.make(env_id, tasks=list(tasks), prompt_style="task", **kwargs)
 
 
-def demonstrations(tokenizer, tasks: Sequence[Any]) -> list:
-    """Solved, grounded episodes of the lookup demonstrator (search with the question, answer from the results)."""
-    from agentgym_envs.policies.search_lookup import SearchLookupPolicy
+def demonstrations(tokenizer, jobs: Mapping[str, EnvJob]) -> list:
+    """Solved (and, for Search, grounded) demonstrator episodes on every job's training tasks."""
     from trainers.chat import ChatTokens
     from trainers.sft import collect_demonstrations
 
-    policy = SearchLookupPolicy(k=1)
-    env = make_env(tasks)
-    try:
-        return collect_demonstrations(env, ENV_ID, policy, tasks, ChatTokens(tokenizer),
-                                      keep=lambda result: result.reward >= 1.0 and policy.grounded, progress=True)
-    finally:
-        env.close()
+    episodes = []
+    for job in jobs.values():
+        policy, env = job.demonstrator(), job.env()
+        try:
+            episodes += collect_demonstrations(
+                env, job.env_id, policy, job.train, ChatTokens(tokenizer), progress=True,
+                keep=lambda result, policy=policy, job=job: result.reward >= 1.0 and job.grounded(policy))
+        finally:
+            env.close()
+    return episodes
 
 
 def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig, seed: int, output: Path) -> None:
@@ -122,22 +199,22 @@ def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig
     train_sft(model, tokenizer, episodes, args)
 
 
-def evaluate(model, tokenizer, tasks: Sequence[Any], config: PipelineConfig, seed: int) -> Evaluation:
-    """Greedy and sampled success on held-out tasks, through the rollout engine and the real env."""
+def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -> Evaluation:
+    """Greedy and sampled success on ``job``'s held-out tasks, through the rollout engine and the real env."""
     import torch
 
     from trainers.generation import TransformersGenerator
     from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
 
     generator = TransformersGenerator(model, tokenizer.pad_token_id)
-    pool = EnvPool(lambda env_id: make_env(tasks))
+    pool = EnvPool(lambda env_id: job.env("held_out"))
     try:
         results = {}
         for label, temperature, samples in (("greedy", 0.0, 1), ("sampled", 1.0, config.eval_samples)):
             torch.manual_seed(seed)
             engine = RolloutEngine(generator, tokenizer, pool, RolloutConfig(
                 max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn, temperature=temperature))
-            results[label] = engine.run(group_requests([(ENV_ID, task) for task in tasks], samples, seed))
+            results[label] = engine.run(group_requests([(job.env_id, task) for task in job.held_out], samples, seed))
     finally:
         pool.close()
     sampled = results["sampled"]
@@ -145,11 +222,12 @@ def evaluate(model, tokenizer, tasks: Sequence[Any], config: PipelineConfig, see
         greedy_success=float(np.mean([e.reward for e in results["greedy"]])),
         sampled_success=float(np.mean([e.reward for e in sampled])),
         turns=float(np.mean([len(e.turns) for e in sampled])),
-        searches=float(np.mean([sum(c["name"] == "search" for c in e.tool_calls) for e in sampled])))
+        tool_calls=float(np.mean([len(e.tool_calls) for e in sampled])))
 
 
-def reinforce(model, tokenizer, tasks: Sequence[Any], config: PipelineConfig, seed: int, output: Path) -> list[dict]:
-    """GRPO on the training tasks; returns TRL's log history."""
+def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConfig, seed: int,
+              output: Path) -> list[dict]:
+    """GRPO on every job's training tasks (rewards normalised per env when there are several); TRL's log."""
     from trainers.grpo import AgentGRPOConfig, build_trainer
 
     args = AgentGRPOConfig(
@@ -157,10 +235,10 @@ def reinforce(model, tokenizer, tasks: Sequence[Any], config: PipelineConfig, se
         per_device_train_batch_size=config.group_size * config.groups_per_step, num_generations=config.group_size,
         gradient_accumulation_steps=1, beta=0.0, loss_type="dapo", epsilon=0.2, epsilon_high=0.28,
         temperature=1.0, max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn,
-        logging_steps=5, report_to=[], save_strategy="no", use_cpu=True, seed=seed, envs=[ENV_ID],
+        logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, seed=seed, envs=list(jobs),
         lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=False)
-    trainer = build_trainer(args, model, tokenizer, tasks={ENV_ID: list(tasks)},
-                            env_factory=lambda env_id: make_env(tasks))
+    trainer = build_trainer(args, model, tokenizer, tasks={env_id: job.train for env_id, job in jobs.items()},
+                            env_factory=lambda env_id: jobs[env_id].env())
     try:
         trainer.train()
     finally:
@@ -168,8 +246,17 @@ def reinforce(model, tokenizer, tasks: Sequence[Any], config: PipelineConfig, se
     return trainer.state.log_history
 
 
-def run_seed(config: PipelineConfig, seed: int, train: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
-    """Steps 1-6 for one seed; returns the evaluations, timings and GRPO's reward curve."""
+def reward_curves(history: Sequence[Mapping[str, Any]], env_ids: Sequence[str]) -> dict[str, list[tuple[int, float]]]:
+    """Mean raw training reward per env at each logged GRPO step (the monitor's ``reward/<env>/mean``)."""
+    curves = {}
+    for env_id in env_ids:
+        key = f"reward/{env_id.split('/')[-1]}/mean"
+        curves[env_id] = [(entry["step"], entry[key]) for entry in history if key in entry]
+    return curves
+
+
+def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], episodes: Sequence[Any]) -> dict[str, Any]:
+    """SFT, evaluation, GRPO, evaluation for one seed; returns the evaluations per env, timings and reward curves."""
     import torch
 
     from trainers.pretrain import load_or_build_pretrained
@@ -179,26 +266,25 @@ def run_seed(config: PipelineConfig, seed: int, train: Sequence[Any], held_out: 
     torch.manual_seed(seed)
     timings = {}
     started = time.perf_counter()
-    episodes = demonstrations(tokenizer, train)
     warm_start(model, tokenizer, episodes, config, seed, output)
     timings["sft_s"] = time.perf_counter() - started
-    before = evaluate(model, tokenizer, held_out, config, seed)
+    before = {env_id: asdict(evaluate(model, tokenizer, job, config, seed)) for env_id, job in jobs.items()}
     started = time.perf_counter()
-    history = reinforce(model, tokenizer, train, config, seed, output)
+    history = reinforce(model, tokenizer, jobs, config, seed, output)
     timings["grpo_s"] = time.perf_counter() - started
-    after = evaluate(model, tokenizer, held_out, config, seed)
-    curve = [(entry["step"], entry["reward"]) for entry in history if "reward" in entry]
-    return {"seed": seed, "demonstrations": len(episodes), "sft": asdict(before), "grpo": asdict(after),
-            "timings": timings, "reward_curve": curve}
+    after = {env_id: asdict(evaluate(model, tokenizer, job, config, seed)) for env_id, job in jobs.items()}
+    return {"seed": seed, "sft": before, "grpo": after, "timings": timings,
+            "reward_curves": reward_curves(history, list(jobs))}
 
 
-def summary_rows(runs: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
-    """Table rows: metric, SFT mean ± std, SFT+GRPO mean ± std, paired difference mean ± std."""
+def summary_rows(runs: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str, str]]:
+    """Table rows: env, metric, SFT mean ± std, SFT+GRPO mean ± std, paired difference mean ± std."""
     rows = []
-    for metric in ("greedy_success", "sampled_success", "turns", "searches"):
-        before = np.array([run["sft"][metric] for run in runs])
-        after = np.array([run["grpo"][metric] for run in runs])
-        rows.append((metric, _mean_std(before), _mean_std(after), _mean_std(after - before, signed=True)))
+    for env_id in runs[0]["sft"]:
+        for metric in ("greedy_success", "sampled_success", "turns", "tool_calls"):
+            before = np.array([run["sft"][env_id][metric] for run in runs])
+            after = np.array([run["grpo"][env_id][metric] for run in runs])
+            rows.append((env_id.split("/")[-1], metric, _mean_std(before), _mean_std(after), _mean_std(after - before, signed=True)))
     return rows
 
 
@@ -207,13 +293,14 @@ def _mean_std(values: np.ndarray, signed: bool = False) -> str:
     return f"{values.mean():{sign}.3f} ± {values.std(ddof=1) if len(values) > 1 else 0.0:.3f}"
 
 
-def print_table(runs: Sequence[dict[str, Any]], held_out: int) -> None:
+def print_table(runs: Sequence[dict[str, Any]], jobs: Mapping[str, EnvJob]) -> None:
     """The before/after table."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Search-v0 held-out ({held_out} tasks), {len(runs)} seed(s): mean ± std over seeds")
-    for column in ("metric", "SFT", "SFT + GRPO", "GRPO - SFT (paired)"):
+    sizes = ", ".join(f"{env_id.split('/')[-1]} {len(job.held_out)}" for env_id, job in jobs.items())
+    table = Table(title=f"Held-out tasks ({sizes}), {len(runs)} seed(s): mean ± std over seeds")
+    for column in ("env", "metric", "SFT", "SFT + GRPO", "GRPO - SFT (paired)"):
         table.add_column(column)
     for row in summary_rows(runs):
         table.add_row(*row)
@@ -221,7 +308,7 @@ def print_table(runs: Sequence[dict[str, Any]], held_out: int) -> None:
 
 
 def save_plot(runs: Sequence[dict[str, Any]], path: Path) -> None:
-    """Reward over GRPO steps, one line per seed."""
+    """Mean training reward over GRPO steps, one line per seed and env."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -229,11 +316,12 @@ def save_plot(runs: Sequence[dict[str, Any]], path: Path) -> None:
 
     figure, axis = plt.subplots(figsize=(6, 4))
     for run in runs:
-        steps, rewards = zip(*run["reward_curve"], strict=True) if run["reward_curve"] else ((), ())
-        axis.plot(steps, rewards, marker="o", label=f"seed {run['seed']}")
+        for env_id, curve in run["reward_curves"].items():
+            steps, rewards = zip(*curve, strict=True) if curve else ((), ())
+            axis.plot(steps, rewards, marker="o", label=f"{env_id.split('/')[-1]}, seed {run['seed']}")
     axis.set_xlabel("GRPO step")
     axis.set_ylabel("mean episode reward (training)")
-    axis.set_title("Search-v0: reward over GRPO steps")
+    axis.set_title("Reward over GRPO steps")
     axis.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -246,15 +334,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     from transformers import HfArgumentParser
 
+    from trainers.pretrain import load_or_build_pretrained
+
     (config,) = HfArgumentParser(PipelineConfig).parse_args_into_dataclasses(args=argv)
     output = Path(config.output_dir)
     output.mkdir(parents=True, exist_ok=True)
-    train, held_out = training_tasks(config), held_out_tasks(config)
     started = time.perf_counter()
-    runs = [run_seed(config, seed, train, held_out) for seed in config.seeds]
-    print_table(runs, len(held_out))
+    jobs = env_jobs(config)
+    _, tokenizer = load_or_build_pretrained(progress=True)
+    episodes = demonstrations(tokenizer, jobs)
+    runs = [run_seed(config, seed, jobs, episodes) for seed in config.seeds]
+    print_table(runs, jobs)
     save_plot(runs, output / "reward.png")
-    results = {"config": asdict(config), "held_out_tasks": len(held_out), "runs": runs,
+    results = {"config": asdict(config), "held_out_tasks": {env_id: len(job.held_out) for env_id, job in jobs.items()},
+               "demonstrations": len(episodes), "runs": runs,
                "total_s": time.perf_counter() - started}
     (output / "results.json").write_text(json.dumps(results, indent=2))
     print(f"results: {output / 'results.json'}, plot: {output / 'reward.png'}, "
