@@ -59,7 +59,7 @@ class PipelineConfig:
         "help": "Environments trained and evaluated on, side by side: python (PythonSandbox-v0 math), search."})
     python_templates: list[str] = field(default_factory=lambda: list(COPY_TEMPLATES), metadata={
         "help": "PythonSandbox math templates in play (tasks.MATH_TEMPLATES)."})
-    python_train_tasks: int = field(default=600, metadata={
+    python_train_tasks: int = field(default=1200, metadata={
         "help": "Generated PythonSandbox training tasks (none equal to a bundled dev or test task)."})
     sandbox: str = field(default="bwrap", metadata={"help": "PythonSandbox backend: bwrap or docker."})
     search_families: list[str] = field(default_factory=lambda: ["single"], metadata={
@@ -68,9 +68,9 @@ class PipelineConfig:
         "help": "Generated Search training questions (the bundled dev and test questions are excluded)."})
     eval_split: str = field(default="test", metadata={"help": "Held-out bundled split to evaluate on."})
     eval_samples: int = field(default=4, metadata={"help": "Sampled episodes per held-out task (plus one greedy)."})
-    sft_steps: int = field(default=200, metadata={"help": "SFT optimizer steps."})
+    sft_steps: int = field(default=300, metadata={"help": "SFT optimizer steps."})
     sft_learning_rate: float = field(default=2e-3, metadata={"help": "SFT learning rate."})
-    grpo_steps: int = field(default=10, metadata={"help": "GRPO optimizer steps."})
+    grpo_steps: int = field(default=8, metadata={"help": "GRPO optimizer steps."})
     grpo_learning_rate: float = field(default=3e-4, metadata={"help": "GRPO learning rate."})
     group_size: int = field(default=8, metadata={"help": "Episodes per task in a GRPO group."})
     groups_per_step: int = field(default=8, metadata={"help": "Tasks per GRPO step."})
@@ -273,6 +273,7 @@ def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], epis
     history = reinforce(model, tokenizer, jobs, config, seed, output)
     timings["grpo_s"] = time.perf_counter() - started
     after = {env_id: asdict(evaluate(model, tokenizer, job, config, seed)) for env_id, job in jobs.items()}
+    print(f"seed {seed}: SFT {before}\nseed {seed}: SFT + GRPO {after}", flush=True)
     return {"seed": seed, "sft": before, "grpo": after, "timings": timings,
             "reward_curves": reward_curves(history, list(jobs))}
 
