@@ -241,9 +241,9 @@ class Workload:
         """The first ``count`` single-hop questions of the held-out Search test split, and their index."""
         from agentgym_envs.search import BM25Retriever, resolve_corpus
         from agentgym_envs.search.env import DEFAULT_CORPUS
-        from trainers.pipeline import PipelineConfig, held_out_tasks
+        from trainers.pipeline import PipelineConfig, search_job
 
-        tasks = held_out_tasks(PipelineConfig())
+        tasks = search_job(PipelineConfig(envs=["search"])).held_out
         if count > len(tasks):
             raise ValueError(f"tasks: expected at most {len(tasks)} (the held-out single-hop questions), got {count}")
         return cls(tasks[:count], BM25Retriever(resolve_corpus(DEFAULT_CORPUS)))
@@ -286,14 +286,14 @@ def build_warm_model(settings: Settings, directory: Path) -> None:
     """SFT the tiny model on solved, grounded lookup demonstrations and save it to ``directory``."""
     import torch
 
-    from trainers.pipeline import PipelineConfig, demonstrations, training_tasks, warm_start
+    from trainers.pipeline import PipelineConfig, demonstrations, env_jobs, warm_start
     from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model, save_model_folder
 
-    config = PipelineConfig(train_questions=settings.train_questions, sft_steps=settings.sft_steps)
+    config = PipelineConfig(envs=["search"], search_train_tasks=settings.train_questions, sft_steps=settings.sft_steps)
     torch.manual_seed(settings.seed)
     model, tokenizer = load_or_build_tiny_model(TinyModelConfig(seed=settings.seed))
     with tempfile.TemporaryDirectory() as scratch:
-        warm_start(model, tokenizer, demonstrations(tokenizer, training_tasks(config)), config, settings.seed,
+        warm_start(model, tokenizer, demonstrations(tokenizer, env_jobs(config)), config, settings.seed,
                    Path(scratch))
     save_model_folder(model, tokenizer, directory)
 
