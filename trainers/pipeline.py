@@ -129,8 +129,8 @@ def python_job(config: PipelineConfig) -> EnvJob:
     bundled = {task.prompt for split in ("dev", "test") for task in load_split("PythonSandbox", split)}
     per_template = -(-config.python_train_tasks // len(config.python_templates))
     generated = [task for index, template in enumerate(config.python_templates)
-                 for task in generate_math_tasks(per_template, seed=777 + index, split=f"train-{template}", template=template,
-                                                 difficulty=MATH_TEMPLATE_LEVELS[template])]
+                 for task in generate_math_tasks(per_template, seed=777 + index, split=f"train-{template}",
+                                                 template=template, difficulty=MATH_TEMPLATE_LEVELS[template])]
     return EnvJob(
         env_id=PYTHON_ENV,
         train=[task for task in generated if task.prompt not in bundled][:config.python_train_tasks],
@@ -285,7 +285,8 @@ def summary_rows(runs: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, st
         for metric in ("greedy_success", "sampled_success", "turns", "tool_calls"):
             before = np.array([run["sft"][env_id][metric] for run in runs])
             after = np.array([run["grpo"][env_id][metric] for run in runs])
-            rows.append((env_id.split("/")[-1], metric, _mean_std(before), _mean_std(after), _mean_std(after - before, signed=True)))
+            rows.append((env_id.split("/")[-1], metric, _mean_std(before), _mean_std(after),
+                         _mean_std(after - before, signed=True)))
     return rows
 
 
