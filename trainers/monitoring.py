@@ -133,7 +133,7 @@ def tool_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
             failures[episode.env_id, call["name"]] += not call["ok"]
     metrics = {}
     for (env_id, tool), count in calls.items():
-        key = f"tools/{_short(env_id)}/{tool}"
+        key = f"tools/{short_env_id(env_id)}/{tool}"
         metrics[f"{key}/calls"] = count / per_env[env_id]
         metrics[f"{key}/failure_rate"] = failures[env_id, tool] / count
     return metrics
@@ -156,7 +156,7 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         rewards[episode.env_id].append(episode.reward)
         groups[episode.env_id, episode.group].add(episode.reward)
     for env_id, values in rewards.items():
-        metrics[f"reward/{_short(env_id)}/mean"] = float(np.mean(values))
+        metrics[reward_metric(env_id)] = float(np.mean(values))
     metrics["groups/zero_variance"] = float(np.mean([len(values) == 1 for values in groups.values()]))
     return metrics
 
@@ -223,6 +223,11 @@ def sequence_logprobs(model: Any, episodes: Sequence[Episode], temperature: floa
             for row, e in enumerate(episodes)]
 
 
-def _short(env_id: str) -> str:
+def short_env_id(env_id: str) -> str:
     """``agentrl/Search-v0`` -> ``Search-v0`` (metric names stay readable)."""
     return env_id.split("/")[-1]
+
+
+def reward_metric(env_id: str) -> str:
+    """Name of the logged mean raw reward of ``env_id``'s episodes in a rollout batch."""
+    return f"reward/{short_env_id(env_id)}/mean"

@@ -99,10 +99,6 @@ class EnvJob:
     demonstrator: Callable[[], Policy]
     grounded: Callable[[Policy], bool] = lambda policy: True
 
-    def env(self, split: str = "train") -> gym.Env:
-        """An env over the training or the held-out tasks."""
-        return self.make_env(self.train if split == "train" else self.held_out)
-
 
 def env_jobs(config: PipelineConfig) -> dict[str, EnvJob]:
     """The configured environments, by env id."""
@@ -176,7 +172,7 @@ def demonstrations(tokenizer, jobs: Mapping[str, EnvJob]) -> list:
 
     episodes = []
     for job in jobs.values():
-        policy, env = job.demonstrator(), job.env()
+        policy, env = job.demonstrator(), job.make_env(job.train)
         try:
             episodes += collect_demonstrations(
                 env, job.env_id, policy, job.train, ChatTokens(tokenizer), progress=True,
@@ -207,7 +203,7 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
     from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
 
     generator = TransformersGenerator(model, tokenizer.pad_token_id)
-    pool = EnvPool(lambda env_id: job.env("held_out"))
+    pool = EnvPool(lambda env_id: job.make_env(job.held_out))
     try:
         results = {}
         for label, temperature, samples in (("greedy", 0.0, 1), ("sampled", 1.0, config.eval_samples)):
@@ -238,7 +234,7 @@ def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConf
         logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, seed=seed, envs=list(jobs),
         lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=False)
     trainer = build_trainer(args, model, tokenizer, tasks={env_id: job.train for env_id, job in jobs.items()},
-                            env_factory=lambda env_id: jobs[env_id].env())
+                            env_factory=lambda env_id: jobs[env_id].make_env(jobs[env_id].train))
     try:
         trainer.train()
     finally:
@@ -248,11 +244,10 @@ def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConf
 
 def reward_curves(history: Sequence[Mapping[str, Any]], env_ids: Sequence[str]) -> dict[str, list[tuple[int, float]]]:
     """Mean raw training reward per env at each logged GRPO step (the monitor's ``reward/<env>/mean``)."""
-    curves = {}
-    for env_id in env_ids:
-        key = f"reward/{env_id.split('/')[-1]}/mean"
-        curves[env_id] = [(entry["step"], entry[key]) for entry in history if key in entry]
-    return curves
+    from trainers.monitoring import reward_metric
+
+    return {env_id: [(entry["step"], entry[reward_metric(env_id)]) for entry in history
+                     if reward_metric(env_id) in entry] for env_id in env_ids}
 
 
 def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], episodes: Sequence[Any]) -> dict[str, Any]:
@@ -280,12 +275,14 @@ def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], epis
 
 def summary_rows(runs: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str, str]]:
     """Table rows: env, metric, SFT mean ± std, SFT+GRPO mean ± std, paired difference mean ± std."""
+    from trainers.monitoring import short_env_id
+
     rows = []
     for env_id in runs[0]["sft"]:
         for metric in ("greedy_success", "sampled_success", "turns", "tool_calls"):
             before = np.array([run["sft"][env_id][metric] for run in runs])
             after = np.array([run["grpo"][env_id][metric] for run in runs])
-            rows.append((env_id.split("/")[-1], metric, _mean_std(before), _mean_std(after),
+            rows.append((short_env_id(env_id), metric, _mean_std(before), _mean_std(after),
                          _mean_std(after - before, signed=True)))
     return rows
 
@@ -300,7 +297,9 @@ def print_table(runs: Sequence[dict[str, Any]], jobs: Mapping[str, EnvJob]) -> N
     from rich.console import Console
     from rich.table import Table
 
-    sizes = ", ".join(f"{env_id.split('/')[-1]} {len(job.held_out)}" for env_id, job in jobs.items())
+    from trainers.monitoring import short_env_id
+
+    sizes = ", ".join(f"{short_env_id(env_id)} {len(job.held_out)}" for env_id, job in jobs.items())
     table = Table(title=f"Held-out tasks ({sizes}), {len(runs)} seed(s): mean ± std over seeds")
     for column in ("env", "metric", "SFT", "SFT + GRPO", "GRPO - SFT (paired)"):
         table.add_column(column)
@@ -316,11 +315,13 @@ def save_plot(runs: Sequence[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from trainers.monitoring import short_env_id
+
     figure, axis = plt.subplots(figsize=(6, 4))
     for run in runs:
         for env_id, curve in run["reward_curves"].items():
             steps, rewards = zip(*curve, strict=True) if curve else ((), ())
-            axis.plot(steps, rewards, marker="o", label=f"{env_id.split('/')[-1]}, seed {run['seed']}")
+            axis.plot(steps, rewards, marker="o", label=f"{short_env_id(env_id)}, seed {run['seed']}")
     axis.set_xlabel("GRPO step")
     axis.set_ylabel("mean episode reward (training)")
     axis.set_title("Reward over GRPO steps")
