@@ -80,12 +80,15 @@ class PipelineConfig:
 
 @dataclass
 class Evaluation:
-    """Held-out results of one model in one env: greedy and sampled success, mean turns, tool calls per episode."""
+    """Held-out results of one model in one env: greedy and sampled success, mean turns, tool calls per
+    episode, and the share of sampled episodes in which a tool's output held the gold answer (the agent
+    got the tool to produce it; success then also needs it copied into the answer)."""
 
     greedy_success: float
     sampled_success: float
     turns: float
     tool_calls: float
+    answer_in_tool_output: float
 
 
 @dataclass
@@ -213,12 +216,31 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
             results[label] = engine.run(group_requests([(job.env_id, task) for task in job.held_out], samples, seed))
     finally:
         pool.close()
-    sampled = results["sampled"]
+    sampled, tasks = results["sampled"], {task.id: task for task in job.held_out}
     return Evaluation(
         greedy_success=float(np.mean([e.reward for e in results["greedy"]])),
         sampled_success=float(np.mean([e.reward for e in sampled])),
         turns=float(np.mean([len(e.turns) for e in sampled])),
-        tool_calls=float(np.mean([len(e.tool_calls) for e in sampled])))
+        tool_calls=float(np.mean([len(e.tool_calls) for e in sampled])),
+        answer_in_tool_output=float(np.mean([answer_in_tool_output(e, tokenizer, tasks[e.task_id]) for e in sampled])))
+
+
+def answer_in_tool_output(episode, tokenizer, task: Task) -> bool:
+    """Whether one of ``task``'s gold answers stands, as a whole word or number, in what the env returned
+    during ``episode`` (its tokens with ``env_mask`` 0), not in what the model generated."""
+    import re
+
+    answers = task.answer if isinstance(task.answer, list) else [task.answer]
+    returned, span = [], []
+    for token, generated in zip(episode.completion_ids, episode.env_mask, strict=True):
+        if not generated:
+            span.append(token)
+        elif span:
+            returned.append(tokenizer.decode(span))
+            span = []
+    text = "\n".join([*returned, tokenizer.decode(span)])
+    return any(re.search(rf"(?<!\w)(?<!\d\.){re.escape(str(answer))}(?!\w)(?!\.\d)", text, re.IGNORECASE)
+               for answer in answers)
 
 
 def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConfig, seed: int,
@@ -279,7 +301,7 @@ def summary_rows(runs: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, st
 
     rows = []
     for env_id in runs[0]["sft"]:
-        for metric in ("greedy_success", "sampled_success", "turns", "tool_calls"):
+        for metric in ("greedy_success", "sampled_success", "answer_in_tool_output", "turns", "tool_calls"):
             before = np.array([run["sft"][env_id][metric] for run in runs])
             after = np.array([run["grpo"][env_id][metric] for run in runs])
             rows.append((short_env_id(env_id), metric, _mean_std(before), _mean_std(after),

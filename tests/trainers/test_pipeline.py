@@ -37,8 +37,34 @@ def test_reward_curves_and_paired_summary():
     history = [{"step": 1, "reward/PythonSandbox-v0/mean": 0.25}, {"step": 1, "loss": 0.1},
                {"step": 2, "reward/PythonSandbox-v0/mean": 0.5}]
     assert reward_curves(history, [PYTHON_ENV]) == {PYTHON_ENV: [(1, 0.25), (2, 0.5)]}
-    runs = [{"sft": {PYTHON_ENV: {"greedy_success": b, "sampled_success": b, "turns": 2.0, "tool_calls": 1.0}},
-             "grpo": {PYTHON_ENV: {"greedy_success": a, "sampled_success": a, "turns": 2.0, "tool_calls": 1.0}}}
-            for b, a in ((0.1, 0.3), (0.2, 0.3))]
+    def evaluation(success: float) -> dict[str, float]:
+        return {"greedy_success": success, "sampled_success": success, "answer_in_tool_output": 0.5,
+                "turns": 2.0, "tool_calls": 1.0}
+
+    runs = [{"sft": {PYTHON_ENV: evaluation(b)}, "grpo": {PYTHON_ENV: evaluation(a)}} for b, a in ((0.1, 0.3), (0.2, 0.3))]
     rows = {(env, metric): rest for env, metric, *rest in summary_rows(runs)}
     assert rows[("PythonSandbox-v0", "greedy_success")] == ["0.150 ± 0.071", "0.300 ± 0.000", "+0.150 ± 0.071"]
+
+
+def test_answer_in_tool_output_looks_at_env_tokens_only_and_whole_numbers():
+    from tasks import Task
+    from trainers.pipeline import answer_in_tool_output
+    from trainers.rollout import Episode
+    from trainers.tiny_model import load_or_build_tiny_model
+
+    _, tokenizer = load_or_build_tiny_model()
+    task = Task(id="t", env="PythonSandbox", family="math", prompt="?", answer="289")
+
+    def episode(*parts: tuple[str, bool]) -> Episode:
+        result = Episode(env_id=PYTHON_ENV, task_id="t", group=0, prompt_ids=[])
+        for text, generated in parts:
+            result.append(tokenizer.encode(text, add_special_tokens=False), generated=generated)
+        return result
+
+    call, answer = ('<tool_call>{"name": "python"}</tool_call>', True), ("<answer>289</answer>", True)
+    assert answer_in_tool_output(episode(call, ("[python result (ok)]\n289\n", False), answer), tokenizer, task)
+    assert answer_in_tool_output(episode(call, ("it is 289.", False)), tokenizer, task)
+    assert not answer_in_tool_output(episode(call, ("[python result (ok)]\n2890\n", False), answer), tokenizer, task)
+    assert not answer_in_tool_output(episode(call, ("[python result (ok)]\n289.5\n", False)), tokenizer, task)
+    assert not answer_in_tool_output(episode(("print(289)", True), ("[python result (ok)]\n1\n", False), answer),
+                                     tokenizer, task)
