@@ -42,6 +42,7 @@ import numpy as np
 
 from agentgym_envs.policies import Policy
 from tasks import Task
+from trainers.rollout import Episode
 
 SEARCH_ENV = "agentrl/Search-v0"
 PYTHON_ENV = "agentrl/PythonSandbox-v0"
@@ -225,22 +226,19 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
         answer_in_tool_output=float(np.mean([answer_in_tool_output(e, tokenizer, tasks[e.task_id]) for e in sampled])))
 
 
-def answer_in_tool_output(episode, tokenizer, task: Task) -> bool:
-    """Whether one of ``task``'s gold answers stands, as a whole word or number, in what the env returned
-    during ``episode`` (its tokens with ``env_mask`` 0), not in what the model generated."""
+def answer_in_tool_output(episode: Episode, tokenizer, task: Task) -> bool:
+    """Whether one of ``task``'s gold answers (:func:`rewards.gold_answers`) stands, as a whole word or
+    number, in what the env returned during ``episode`` (its tokens with ``env_mask`` 0), not in what the
+    model generated."""
+    import itertools
     import re
 
-    answers = task.answer if isinstance(task.answer, list) else [task.answer]
-    returned, span = [], []
-    for token, generated in zip(episode.completion_ids, episode.env_mask, strict=True):
-        if not generated:
-            span.append(token)
-        elif span:
-            returned.append(tokenizer.decode(span))
-            span = []
-    text = "\n".join([*returned, tokenizer.decode(span)])
-    return any(re.search(rf"(?<!\w)(?<!\d\.){re.escape(str(answer))}(?!\w)(?!\.\d)", text, re.IGNORECASE)
-               for answer in answers)
+    from rewards import gold_answers
+
+    spans = itertools.groupby(zip(episode.completion_ids, episode.env_mask, strict=True), key=lambda pair: pair[1])
+    returned = "\n".join(tokenizer.decode([token for token, _ in span]) for generated, span in spans if not generated)
+    return any(re.search(rf"(?<!\w)(?<!\d\.){re.escape(answer)}(?!\w)(?!\.\d)", returned, re.IGNORECASE)
+               for answer in gold_answers(task))
 
 
 def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConfig, seed: int,

@@ -193,7 +193,6 @@ def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: Ec
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
 
 
-
 def main() -> int:
     """``python -m trainers.pretrain``: build (or reuse) the pretrained tiny model and report its copying."""
     from tasks.search import load_world

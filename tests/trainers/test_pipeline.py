@@ -41,7 +41,8 @@ def test_reward_curves_and_paired_summary():
         return {"greedy_success": success, "sampled_success": success, "answer_in_tool_output": 0.5,
                 "turns": 2.0, "tool_calls": 1.0}
 
-    runs = [{"sft": {PYTHON_ENV: evaluation(b)}, "grpo": {PYTHON_ENV: evaluation(a)}} for b, a in ((0.1, 0.3), (0.2, 0.3))]
+    runs = [{"sft": {PYTHON_ENV: evaluation(before)}, "grpo": {PYTHON_ENV: evaluation(after)}}
+            for before, after in ((0.1, 0.3), (0.2, 0.3))]
     rows = {(env, metric): rest for env, metric, *rest in summary_rows(runs)}
     assert rows[("PythonSandbox-v0", "greedy_success")] == ["0.150 ± 0.071", "0.300 ± 0.000", "+0.150 ± 0.071"]
 
