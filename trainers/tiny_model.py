@@ -33,7 +33,7 @@ ACTION_TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>",
                "<tool_response>", "</tool_response>")
 STOP_TAGS = ("</tool_call>", "</answer>")
 """Generation of one turn stops after either of these (or after ``<|im_end|>``)."""
-TOKENIZER_RECIPE_VERSION = 2
+TOKENIZER_RECIPE_VERSION = 3
 
 CHAT_TEMPLATE = (
     "{%- if tools %}"
@@ -126,12 +126,14 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 8192):
     Returns:
         A ``transformers.PreTrainedTokenizerFast`` whose ``eos_token`` is ``<|im_end|>``.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     specials = [EOS, IM_START, IM_END, PAD, *ACTION_TAGS]
     core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"\p{N}+"), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False)])
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())

@@ -14,6 +14,7 @@ from trainers.pretrain import (
     echo_sentences,
     ordinary_token_ids,
     pretrain_echo,
+    report_batch,
 )
 from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model
 
@@ -83,8 +84,23 @@ def test_both_echo_phases_run_and_train_the_model():
     model, tokenizer = load_or_build_tiny_model(
         TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1))
     before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    settings = EchoPretraining(random_steps=3, sentence_steps=2, batch_size=4)
+    settings = EchoPretraining(random_steps=3, sentence_steps=2, report_steps=2, batch_size=4)
     accuracies = pretrain_echo(model, tokenizer, settings)
-    assert len(accuracies) == 4  # steps 0 and last of each phase
+    assert len(accuracies) == 6  # steps 0 and last of each phase
     assert all(not torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
-    assert settings.key != EchoPretraining().key and "3r2s" in settings.key
+    assert settings.key != EchoPretraining().key and "3r2s2d" in settings.key
+
+
+def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_that_is_learned():
+    _, tokenizer = load_or_build_tiny_model()
+    input_ids, attention, loss_mask = report_batch(tokenizer, random.Random(0), 16, ordinary_token_ids(tokenizer))
+    distractors = 0
+    for row, mask in zip(_rows(input_ids, attention), loss_mask, strict=True):
+        learned = [token for token, weight in zip(row, mask.tolist(), strict=False) if weight]
+        context = tokenizer.decode(row[:len(row) - len(learned)])
+        result = context.split("<tool_response>\n")[1].split("\n</tool_response>")[0]
+        assert context.endswith("<|im_start|>assistant\n<answer>")
+        assert tokenizer.decode(learned) == result.splitlines()[-1] + "</answer>"
+        assert row[-len(learned):] == learned  # the learned tokens are the whole end of the drill
+        distractors += any(character.isdigit() for character in context.split("<tool_response>")[0])
+    assert distractors >= 12  # numbers stand elsewhere in the context too

@@ -22,6 +22,16 @@ def test_the_action_tags_are_single_tokens_and_any_text_round_trips():
     assert tokenizer.eos_token_id not in content  # a tool cannot end the turn by printing the end token
 
 
+def test_a_number_is_the_same_tokens_whatever_stands_before_it():
+    _, tokenizer = load_or_build_tiny_model()
+    number = tokenizer.encode("369911047973697336", add_special_tokens=False)
+    for text in ("$844051^{369911047973697336}$", "pow(844051, 369911047973697336, 7)", "\n369911047973697336\n",
+                 "<answer>369911047973697336</answer>", "was 369911047973697336."):
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert any(ids[start:start + len(number)] == number for start in range(len(ids))), text
+    assert tokenizer.decode(tokenizer.encode("pow(8, 36, 7)", add_special_tokens=False)) == "pow(8, 36, 7)"
+
+
 def test_the_chat_template_renders_tool_turns_and_the_pieces_cut_from_it_agree():
     _, tokenizer = load_or_build_tiny_model()
     messages = [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "<answer>A</answer>"},
