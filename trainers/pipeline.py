@@ -77,6 +77,15 @@ class PipelineConfig:
     groups_per_step: int = field(default=8, metadata={"help": "Tasks per GRPO step."})
     max_tokens_per_turn: int = field(default=128, metadata={"help": "Most tokens generated in one turn."})
     max_turns: int = field(default=2, metadata={"help": "Most model turns per episode."})
+    seed_workers: int = field(default=0, metadata={
+        "help": "Seeds run side by side, one worker process each (0: as many as CPU cores, at most one per seed; "
+                "1: one after another in this process)."})
+
+    def workers(self) -> int:
+        """How many seeds run at once."""
+        if self.seed_workers < 0:
+            raise ValueError(f"seed_workers: expected >= 0 (0 picks one per CPU core), got {self.seed_workers}")
+        return max(1, min(len(self.seeds), self.seed_workers or os.cpu_count() or 1))
 
 
 @dataclass
@@ -186,8 +195,13 @@ def demonstrations(tokenizer, jobs: Mapping[str, EnvJob]) -> list:
     return episodes
 
 
-def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig, seed: int, output: Path) -> None:
-    """SFT on the demonstrations (TRL ``SFTTrainer``)."""
+Report = Callable[[str, int, int | None], None]
+"""Progress of one seed's run: ``report(phase, steps done, steps in all or None)``."""
+
+
+def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig, seed: int, output: Path,
+               report: Report | None = None) -> None:
+    """SFT on the demonstrations (TRL ``SFTTrainer``); progress to ``report`` (TRL's bar when None)."""
     from trl import SFTConfig
 
     from trainers.sft import train_sft
@@ -195,8 +209,8 @@ def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig
     args = SFTConfig(output_dir=str(output / "sft"), max_steps=config.sft_steps, per_device_train_batch_size=8,
                      learning_rate=config.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=10,
                      logging_steps=10, report_to=[], save_strategy="no", use_cpu=True, seed=seed, max_length=2048,
-                     disable_tqdm=False)
-    train_sft(model, tokenizer, episodes, args)
+                     disable_tqdm=report is not None)
+    train_sft(model, tokenizer, episodes, args, callbacks=_step_callbacks(report, "SFT"))
 
 
 def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -> Evaluation:
@@ -242,8 +256,9 @@ def answer_in_tool_output(episode: Episode, tokenizer, task: Task) -> bool:
 
 
 def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConfig, seed: int,
-              output: Path) -> list[dict]:
-    """GRPO on every job's training tasks (rewards normalised per env when there are several); TRL's log."""
+              output: Path, report: Report | None = None) -> list[dict]:
+    """GRPO on every job's training tasks (rewards normalised per env when there are several); TRL's log.
+    Progress goes to ``report`` (TRL's bar when None)."""
     from trainers.grpo import AgentGRPOConfig, build_trainer
 
     args = AgentGRPOConfig(
@@ -252,9 +267,11 @@ def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConf
         gradient_accumulation_steps=1, beta=0.0, loss_type="dapo", epsilon=0.2, epsilon_high=0.28,
         temperature=1.0, max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn,
         logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, seed=seed, envs=list(jobs),
-        lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=False)
+        lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=report is not None)
     trainer = build_trainer(args, model, tokenizer, tasks={env_id: job.train for env_id, job in jobs.items()},
                             env_factory=lambda env_id: jobs[env_id].make_env(jobs[env_id].train))
+    for callback in _step_callbacks(report, "GRPO"):
+        trainer.add_callback(callback)
     try:
         trainer.train()
     finally:
@@ -270,27 +287,96 @@ def reward_curves(history: Sequence[Mapping[str, Any]], env_ids: Sequence[str]) 
                      if reward_metric(env_id) in entry] for env_id in env_ids}
 
 
-def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], episodes: Sequence[Any]) -> dict[str, Any]:
-    """SFT, evaluation, GRPO, evaluation for one seed; returns the evaluations per env, timings and reward curves."""
+def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], episodes: Sequence[Any],
+             report: Report | None = None) -> dict[str, Any]:
+    """SFT, evaluation, GRPO, evaluation for one seed; returns the evaluations per env, timings and reward curves.
+    Progress goes to ``report`` (TRL's bars when None)."""
     import torch
 
     from trainers.pretrain import load_or_build_pretrained
 
+    report = report or (lambda phase, done, total: None)
     output = Path(config.output_dir) / f"seed-{seed}"
     model, tokenizer = load_or_build_pretrained(progress=True)
     torch.manual_seed(seed)
     timings = {}
     started = time.perf_counter()
-    warm_start(model, tokenizer, episodes, config, seed, output)
+    warm_start(model, tokenizer, episodes, config, seed, output, report)
     timings["sft_s"] = time.perf_counter() - started
+    report("evaluating SFT", 0, None)
     before = {env_id: asdict(evaluate(model, tokenizer, job, config, seed)) for env_id, job in jobs.items()}
     started = time.perf_counter()
-    history = reinforce(model, tokenizer, jobs, config, seed, output)
+    history = reinforce(model, tokenizer, jobs, config, seed, output, report)
     timings["grpo_s"] = time.perf_counter() - started
+    report("evaluating SFT + GRPO", 0, None)
     after = {env_id: asdict(evaluate(model, tokenizer, job, config, seed)) for env_id, job in jobs.items()}
+    report("done", 1, 1)
     print(f"seed {seed}: SFT {before}\nseed {seed}: SFT + GRPO {after}", flush=True)
     return {"seed": seed, "sft": before, "grpo": after, "timings": timings,
             "reward_curves": reward_curves(history, list(jobs))}
+
+
+def run_seeds(config: PipelineConfig, jobs: Mapping[str, EnvJob], episodes: Sequence[Any]) -> list[dict[str, Any]]:
+    """:func:`run_seed` for every seed, in order of ``config.seeds``.
+
+    With more than one worker (:meth:`PipelineConfig.workers`) the seeds run side by side in spawned
+    processes that split the CPU cores between them: the tiny model is too small for several threads to
+    keep a core each busy, so this is where a multi-core CPU's time goes furthest. A bar per seed shows
+    its phase and step.
+    """
+    workers = config.workers()
+    if workers == 1:
+        return [run_seed(config, seed, jobs, episodes) for seed in config.seeds]
+    import multiprocessing
+    import queue
+    from concurrent.futures import ProcessPoolExecutor
+
+    from rich.progress import Progress
+
+    context = multiprocessing.get_context("spawn")
+    events = context.Queue()
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(events, threads))
+    with pool, Progress() as progress:
+        bars = {seed: progress.add_task(f"seed {seed}: waiting", total=None) for seed in config.seeds}
+        futures = [pool.submit(_run_seed_in_worker, config, seed, episodes) for seed in config.seeds]
+        while not all(future.done() for future in futures):
+            try:
+                seed, phase, done, total = events.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            progress.update(bars[seed], description=f"seed {seed}: {phase}", completed=done, total=total)
+        return [future.result() for future in futures]
+
+
+_worker_events: Any = None
+"""In a seed worker process: the queue its progress goes to."""
+
+
+def _start_worker(events: Any, threads: int) -> None:
+    import torch
+
+    global _worker_events
+    _worker_events = events
+    torch.set_num_threads(threads)
+
+
+def _run_seed_in_worker(config: PipelineConfig, seed: int, episodes: Sequence[Any]) -> dict[str, Any]:
+    def report(phase: str, done: int, total: int | None) -> None:
+        _worker_events.put((seed, phase, done, total))
+
+    return run_seed(config, seed, env_jobs(config), episodes, report)
+
+
+def _step_callbacks(report: Report | None, phase: str) -> list:
+    """A trainer callback that sends each optimizer step to ``report`` (none when ``report`` is None)."""
+    from transformers import TrainerCallback
+
+    class StepReporter(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            report(phase, state.global_step, state.max_steps)
+
+    return [StepReporter()] if report is not None else []
 
 
 def summary_rows(runs: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str, str]]:
@@ -366,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = env_jobs(config)
     _, tokenizer = load_or_build_pretrained(progress=True)
     episodes = demonstrations(tokenizer, jobs)
-    runs = [run_seed(config, seed, jobs, episodes) for seed in config.seeds]
+    runs = run_seeds(config, jobs, episodes)
     print_table(runs, jobs)
     save_plot(runs, output / "reward.png")
     results = {"config": asdict(config), "held_out_tasks": {env_id: len(job.held_out) for env_id, job in jobs.items()},

@@ -124,7 +124,7 @@ DEMONSTRATORS: dict[str, Callable[[], Policy]] = {
 """Scripted demonstrators by name."""
 
 
-def train_sft(model, tokenizer, episodes: Sequence[Episode], args) -> Any:
+def train_sft(model, tokenizer, episodes: Sequence[Episode], args, callbacks: Sequence[Any] = ()) -> Any:
     """Fine-tune ``model`` on ``episodes`` with TRL's ``SFTTrainer`` (loss on ``env_mask`` 1 tokens only).
 
     Args:
@@ -132,6 +132,7 @@ def train_sft(model, tokenizer, episodes: Sequence[Episode], args) -> Any:
         tokenizer: Its tokenizer.
         episodes: Encoded demonstrations.
         args: A ``trl.SFTConfig`` (``max_length`` must cover the longest episode, or it is cut).
+        callbacks: ``transformers.TrainerCallback`` objects added to the trainer.
 
     Returns:
         The trainer's ``TrainOutput``.
@@ -144,7 +145,8 @@ def train_sft(model, tokenizer, episodes: Sequence[Episode], args) -> Any:
     if args.max_length is not None and longest > args.max_length:
         raise ValueError(f"SFTConfig.max_length: expected >= the longest demonstration ({longest} tokens), "
                          f"got {args.max_length}; raise it or drop long demonstrations")
-    trainer = SFTTrainer(model=model, args=args, train_dataset=sft_dataset(episodes), processing_class=tokenizer)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=sft_dataset(episodes), processing_class=tokenizer,
+                         callbacks=list(callbacks))
     return trainer.train()
 
 

@@ -33,6 +33,14 @@ def test_unknown_env_is_a_clear_error():
         env_jobs(PipelineConfig(envs=["webshop"]))
 
 
+def test_seed_workers_one_per_seed_at_most_and_never_below_one():
+    assert PipelineConfig(seeds=[0, 1, 2], seed_workers=1).workers() == 1
+    assert PipelineConfig(seeds=[0, 1, 2], seed_workers=8).workers() == 3
+    assert PipelineConfig(seeds=[4], seed_workers=0).workers() == 1
+    with pytest.raises(ValueError, match="seed_workers: expected >= 0"):
+        PipelineConfig(seed_workers=-1).workers()
+
+
 def test_reward_curves_and_paired_summary():
     history = [{"step": 1, "reward/PythonSandbox-v0/mean": 0.25}, {"step": 1, "loss": 0.1},
                {"step": 2, "reward/PythonSandbox-v0/mean": 0.5}]
