@@ -295,7 +295,7 @@ def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], epis
 
     from trainers.pretrain import load_or_build_pretrained
 
-    report = report or (lambda phase, done, total: None)
+    notify = report or (lambda phase, done, total: None)
     output = Path(config.output_dir) / f"seed-{seed}"
     model, tokenizer = load_or_build_pretrained(progress=True)
     torch.manual_seed(seed)
@@ -303,14 +303,14 @@ def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], epis
     started = time.perf_counter()
     warm_start(model, tokenizer, episodes, config, seed, output, report)
     timings["sft_s"] = time.perf_counter() - started
-    report("evaluating SFT", 0, None)
+    notify("evaluating SFT", 0, None)
     before = {env_id: asdict(evaluate(model, tokenizer, job, config, seed)) for env_id, job in jobs.items()}
     started = time.perf_counter()
     history = reinforce(model, tokenizer, jobs, config, seed, output, report)
     timings["grpo_s"] = time.perf_counter() - started
-    report("evaluating SFT + GRPO", 0, None)
+    notify("evaluating SFT + GRPO", 0, None)
     after = {env_id: asdict(evaluate(model, tokenizer, job, config, seed)) for env_id, job in jobs.items()}
-    report("done", 1, 1)
+    notify("done", 1, 1)
     print(f"seed {seed}: SFT {before}\nseed {seed}: SFT + GRPO {after}", flush=True)
     return {"seed": seed, "sft": before, "grpo": after, "timings": timings,
             "reward_curves": reward_curves(history, list(jobs))}

@@ -48,7 +48,7 @@ class EchoPretraining:
         report_steps: Optimizer steps on report drills (phase 3, at ``sentence_learning_rate``).
         batch_size: Sequences per step.
         learning_rate: AdamW learning rate of phase 1.
-        sentence_learning_rate: AdamW learning rate of phase 2.
+        sentence_learning_rate: AdamW learning rate of phases 2 and 3.
         substitution: Share of each sentence's tokens replaced by random ordinary tokens in phase 2.
         seed: Seed of the draws.
     """

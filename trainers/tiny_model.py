@@ -119,6 +119,10 @@ def _example_action(task: Task) -> str:
 def build_tokenizer(texts: Iterable[str], vocab_size: int = 8192):
     """Train a byte-level BPE tokenizer with the ChatML specials, the action tags and the chat template.
 
+    Digit runs are split off before the byte-level step, so a number is the same tokens whatever precedes
+    it (``$170$``, ``pow(17, 170, 7)``, a line of tool output): without that, a leading space was merged
+    into the number and the agent had to copy numbers between two different spellings.
+
     Args:
         texts: Training text.
         vocab_size: Target vocabulary size.

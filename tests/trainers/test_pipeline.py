@@ -41,6 +41,18 @@ def test_seed_workers_one_per_seed_at_most_and_never_below_one():
         PipelineConfig(seed_workers=-1).workers()
 
 
+def test_step_callbacks_forward_each_optimizer_step_and_are_absent_without_a_reporter():
+    from types import SimpleNamespace
+
+    from trainers.pipeline import _step_callbacks
+
+    assert _step_callbacks(None, "SFT") == []  # no reporter: TRL's own progress bar stays on
+    seen = []
+    (callback,) = _step_callbacks(lambda *event: seen.append(event), "GRPO")
+    callback.on_step_end(None, SimpleNamespace(global_step=3, max_steps=8), None)
+    assert seen == [("GRPO", 3, 8)]
+
+
 def test_reward_curves_and_paired_summary():
     history = [{"step": 1, "reward/PythonSandbox-v0/mean": 0.25}, {"step": 1, "loss": 0.1},
                {"step": 2, "reward/PythonSandbox-v0/mean": 0.5}]
