@@ -25,6 +25,7 @@ result is cached next to the tiny model and reused.
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 from collections.abc import Sequence
@@ -249,10 +250,15 @@ def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: Ec
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m trainers.pretrain``: build (or reuse) the pretrained tiny model and report its copying."""
     from tasks.search import load_world
 
+    argparse.ArgumentParser(
+        prog="python -m trainers.pretrain",
+        description="Build the echo-pretrained tiny model (cached under $AGENTRL_CACHE or ~/.cache/agentrl, "
+                    "models/; reused when present) and print how well it copies the bundled world's sentences.",
+    ).parse_args(argv)
     model, tokenizer = load_or_build_pretrained(progress=True)
     every, unseen = copy_accuracy(model, tokenizer, article_sentences(load_world()))
     print(f"echo of the bundled world's sentences: {every:.3f} of tokens copied, "

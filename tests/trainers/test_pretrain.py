@@ -12,6 +12,7 @@ from trainers.pretrain import (
     copy_accuracy,
     echo_batch,
     echo_sentences,
+    main,
     ordinary_token_ids,
     pretrain_echo,
     report_batch,
@@ -104,3 +105,12 @@ def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_t
         assert row[-len(learned):] == learned  # the learned tokens are the whole end of the drill
         distractors += any(character.isdigit() for character in context.split("<tool_response>")[0])
     assert distractors >= 12  # numbers stand elsewhere in the context too
+
+
+def test_the_command_line_help_builds_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "python -m trainers.pretrain" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
