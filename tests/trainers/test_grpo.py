@@ -142,3 +142,37 @@ def test_an_episode_whose_sandbox_failed_at_reset_reaches_trl_masked_out(tmp_pat
     finally:
         trainer.rollouts.close()
     assert int(inputs["tool_mask"].sum()) == 0  # nothing of a failed episode is learned from
+
+
+def completion_logps(model, inputs) -> torch.Tensor:
+    """Per episode, the summed log-probability of its loss-visible completion tokens under ``model``."""
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    width = inputs["completion_ids"].shape[1]
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, -width - 1:-1]
+    token_logps = logits.log_softmax(-1).gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
+    return (token_logps * loss_mask(inputs)).sum(-1)
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
+def test_a_gradient_step_on_the_loss_favours_the_episodes_with_positive_advantage(tmp_path, loss_type):
+    trainer = make_trainer(tmp_path, loss_type=loss_type)
+    try:
+        rows = [{"prompt": f"{SLOT_PREFIX}{i // 2}"} for i in range(4)]
+        torch.manual_seed(0)
+        inputs = trainer._generate_and_score_completions(rows)
+    finally:
+        trainer.rollouts.close()
+    advantages = inputs["advantages"]
+    assert advantages.tolist() == pytest.approx([a for _ in range(2) for a in (advantages[0].item(), -advantages[0].item())])
+    assert advantages[0] > 0  # rewards 1, 0 per group: the first episode of each is the better one
+    before = completion_logps(trainer.model, inputs)
+    trainer.compute_loss(trainer.model, inputs).backward()
+    with torch.no_grad():
+        for parameter in trainer.model.parameters():
+            parameter -= 1e-3 * parameter.grad
+    change = completion_logps(trainer.model, inputs) - before
+    # first order: sum_i A_i * change_i = lr * |gradient|^2 > 0; a flipped sign or a lost mask makes it fall
+    assert float((advantages * change).sum()) > 0
+    assert change[advantages > 0].mean() > change[advantages < 0].mean()
