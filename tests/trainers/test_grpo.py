@@ -165,7 +165,8 @@ def test_a_gradient_step_on_the_loss_favours_the_episodes_with_positive_advantag
     finally:
         trainer.rollouts.close()
     advantages = inputs["advantages"]
-    assert advantages.tolist() == pytest.approx([a for _ in range(2) for a in (advantages[0].item(), -advantages[0].item())])
+    best = advantages[0].item()
+    assert advantages.tolist() == pytest.approx([best, -best, best, -best])
     assert advantages[0] > 0  # rewards 1, 0 per group: the first episode of each is the better one
     before = completion_logps(trainer.model, inputs)
     trainer.compute_loss(trainer.model, inputs).backward()
