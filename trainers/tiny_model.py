@@ -34,6 +34,8 @@ ACTION_TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>",
 STOP_TAGS = ("</tool_call>", "</answer>")
 """Generation of one turn stops after either of these (or after ``<|im_end|>``)."""
 TOKENIZER_RECIPE_VERSION = 3
+DIGIT_RUN = r"\p{N}+"
+"""Digit runs are split off before byte-level BPE (part of the saved folder's key with the recipe version)."""
 
 CHAT_TEMPLATE = (
     "{%- if tools %}"
@@ -76,7 +78,7 @@ class TinyModelConfig:
 
     def key(self) -> str:
         """Short hash naming the saved folder (changes with any field or the tokenizer recipe)."""
-        text = json.dumps({**asdict(self), "recipe": TOKENIZER_RECIPE_VERSION}, sort_keys=True)
+        text = json.dumps({**asdict(self), "recipe": TOKENIZER_RECIPE_VERSION, "digit_run": DIGIT_RUN}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -136,7 +138,7 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 8192):
     specials = [EOS, IM_START, IM_END, PAD, *ACTION_TAGS]
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r"\p{N}+"), behavior="isolated"),
+        pre_tokenizers.Split(Regex(DIGIT_RUN), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False)])
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,

@@ -55,3 +55,14 @@ def test_the_model_is_reused_from_its_folder_and_seeded(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), rebuilt.state_dict().values(),
                                                  strict=True))
     assert first.config.vocab_size == len(tokenizer) <= 512 + 16
+
+
+def test_the_saved_folder_changes_with_the_tokenizer_recipe(monkeypatch):
+    import trainers.tiny_model as tiny_model
+
+    key = TinyModelConfig().key()
+    monkeypatch.setattr(tiny_model, "DIGIT_RUN", r"\p{N}{1,3}")
+    assert TinyModelConfig().key() != key
+    monkeypatch.undo()
+    monkeypatch.setattr(tiny_model, "TOKENIZER_RECIPE_VERSION", tiny_model.TOKENIZER_RECIPE_VERSION + 1)
+    assert TinyModelConfig().key() != key
