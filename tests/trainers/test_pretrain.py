@@ -13,6 +13,7 @@ from trainers.pretrain import (
     echo_batch,
     echo_sentences,
     main,
+    masked_copy_loss,
     ordinary_token_ids,
     pretrain_echo,
     report_batch,
@@ -81,15 +82,32 @@ def test_copy_accuracy_counts_tokens_the_echo_text_never_holds_apart():
     assert never_echoed == 0.0 and 0.5 < every < 1.0
 
 
-def test_both_echo_phases_run_and_train_the_model():
+def test_every_phase_runs_trains_the_model_and_a_poor_drill_accuracy_warns():
     model, tokenizer = load_or_build_tiny_model(
         TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1))
     before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    settings = EchoPretraining(random_steps=3, sentence_steps=2, report_steps=2, batch_size=4)
-    accuracies = pretrain_echo(model, tokenizer, settings)
-    assert len(accuracies) == 6  # steps 0 and last of each phase
+    settings = EchoPretraining(random_steps=3, sentence_steps=2, report_steps=2, batch_size=4, window=2)
+    with pytest.warns(RuntimeWarning, match="report drills end at"):  # an untrained model copies nothing
+        phases = pretrain_echo(model, tokenizer, settings)
+    assert [(phase.name, phase.steps) for phase in phases] == [
+        ("random strings", 3), ("sentences", 2), ("report drills", 2)]
+    assert all(0.0 <= phase.accuracy < settings.report_target for phase in phases)
     assert all(not torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
     assert settings.key != EchoPretraining().key and "3r2s2d" in settings.key
+
+
+def test_the_loss_on_scored_positions_only_equals_the_full_vocabulary_loss():
+    model, tokenizer = load_or_build_tiny_model(
+        TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1))
+    input_ids, attention, loss_mask = report_batch(tokenizer, random.Random(0), 4, ordinary_token_ids(tokenizer))
+    targets, mask = input_ids[:, 1:], loss_mask[:, 1:]
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
+        full_loss = -(logits.log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask).sum() / mask.sum()
+        full_accuracy = ((logits.argmax(-1) == targets).float() * mask).sum() / mask.sum()
+        loss, accuracy = masked_copy_loss(model, input_ids, attention, loss_mask)
+    assert float(loss) == pytest.approx(float(full_loss), rel=1e-5)
+    assert accuracy == pytest.approx(float(full_accuracy))
 
 
 def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_that_is_learned():
