@@ -42,6 +42,7 @@ import argparse
 import random
 import sys
 import warnings
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -219,14 +220,14 @@ def pretrain_echo(model, tokenizer, settings: EchoPretraining, *, progress: bool
         for name, steps, learning_rate, next_batch in phases:
             task = bar.add_task(f"pretraining: {name}", total=steps)
             optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
-            accuracies = []
+            recent: deque[float] = deque(maxlen=settings.window)
             for _ in range(steps):
-                accuracies.append(_echo_step(model, optimizer, *next_batch()))
+                recent.append(_echo_step(model, optimizer, *next_batch()))
                 bar.advance(task)
-            recent = accuracies[-settings.window:]
             results.append(PhaseResult(name, steps, float(np.mean(recent)) if recent else 0.0))
-    if results[-1].accuracy < settings.report_target:
-        warnings.warn(f"echo pretraining: the report drills end at {results[-1].accuracy:.2f} accuracy, below "
+    drills = results[-1]
+    if drills.accuracy < settings.report_target:
+        warnings.warn(f"echo pretraining: the report drills end at {drills.accuracy:.2f} accuracy, below "
                       f"{settings.report_target}; the SFT warm start on this model may not learn to answer",
                       RuntimeWarning, stacklevel=2)
     return results
