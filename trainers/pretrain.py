@@ -43,7 +43,8 @@ import random
 import sys
 import warnings
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,10 +190,14 @@ def _padded(rows: Sequence[list[int]], masks: Sequence[list[int]], pad_token_id:
 
 
 def ordinary_token_ids(tokenizer) -> list[int]:
-    """Ids of every token but the special ones and those holding a line break."""
+    """Ids of every token but the special ones and those holding a line break, in increasing order.
+
+    Sorted because the vocabulary's own order changes from process to process: the draws from this
+    list, and with them the pretrained model, would otherwise differ from build to build.
+    """
     special = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
-    return [index for token, index in tokenizer.get_vocab().items()
-            if index not in special and "\n" not in tokenizer.convert_tokens_to_string([token])]
+    return sorted(index for token, index in tokenizer.get_vocab().items()
+                  if index not in special and "\n" not in tokenizer.convert_tokens_to_string([token]))
 
 
 def pretrain_echo(model, tokenizer, settings: EchoPretraining, *, progress: bool = False) -> list[PhaseResult]:
@@ -298,11 +303,31 @@ def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: Ec
     directory = base.with_name(f"{base.name}-{settings.key}")
     if not (directory / "config.json").exists():
         model, tokenizer = load_or_build_tiny_model(config)
-        for phase in pretrain_echo(model, tokenizer, settings, progress=progress):
+        with one_torch_thread():
+            phases = pretrain_echo(model, tokenizer, settings, progress=progress)
+        for phase in phases:
             if progress:
                 print(f"echo pretraining, {phase.name}: {phase.steps} steps, copy accuracy {phase.accuracy:.3f}")
         save_model_folder(model, tokenizer, directory)
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
+
+
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Torch runs on one intra-op thread inside the block (restored after it).
+
+    The pretraining's outcome hangs on the floating-point order of its steps (see the module's
+    docstring), and that order changes with the thread count: on one thread a build gives the same model
+    on any number of cores, the model the recipe was checked with.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,11 +7,13 @@ import random
 import pytest
 import torch
 
+from trainers import pretrain
 from trainers.pretrain import (
     EchoPretraining,
     copy_accuracy,
     echo_batch,
     echo_sentences,
+    load_or_build_pretrained,
     main,
     masked_copy_loss,
     ordinary_token_ids,
@@ -94,6 +96,28 @@ def test_every_phase_runs_trains_the_model_and_a_poor_drill_accuracy_warns():
     assert all(0.0 <= phase.accuracy < settings.report_target for phase in phases)
     assert all(not torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
     assert settings.key != EchoPretraining().key and "3r2s2d" in settings.key
+
+
+def test_a_build_runs_on_one_thread_and_gives_the_same_model_whatever_the_callers_thread_count(tmp_path, monkeypatch):
+    config = TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1)
+    settings = EchoPretraining(random_steps=3, sentence_steps=2, report_steps=2, batch_size=4, window=2)
+    threads_in_build = []
+
+    def recording(*args, **kwargs):
+        threads_in_build.append(torch.get_num_threads())
+        return pretrain_echo(*args, **kwargs)
+
+    monkeypatch.setattr(pretrain, "pretrain_echo", recording)
+    weights = []
+    for threads in (2, 1):
+        monkeypatch.setattr(pretrain, "default_model_dir", lambda config, threads=threads: tmp_path / f"{threads}" / "m")
+        torch.set_num_threads(threads)
+        with pytest.warns(RuntimeWarning, match="report drills end at"):
+            model, _ = load_or_build_pretrained(config, settings)
+        assert torch.get_num_threads() == threads  # the caller's setting is back
+        weights.append(model.state_dict())
+    assert threads_in_build == [1, 1]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
 
 
 def test_the_loss_on_scored_positions_only_equals_the_full_vocabulary_loss():
