@@ -110,7 +110,8 @@ def test_a_build_runs_on_one_thread_and_gives_the_same_model_whatever_the_caller
     monkeypatch.setattr(pretrain, "pretrain_echo", recording)
     weights = []
     for threads in (2, 1):
-        monkeypatch.setattr(pretrain, "default_model_dir", lambda config, threads=threads: tmp_path / f"{threads}" / "m")
+        folder = tmp_path / f"{threads}-threads" / "m"
+        monkeypatch.setattr(pretrain, "default_model_dir", lambda config, folder=folder: folder)
         torch.set_num_threads(threads)
         with pytest.warns(RuntimeWarning, match="report drills end at"):
             model, _ = load_or_build_pretrained(config, settings)
