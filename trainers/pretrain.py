@@ -315,9 +315,9 @@ def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: Ec
 def one_torch_thread() -> Iterator[None]:
     """Torch runs on one intra-op thread inside the block (restored after it).
 
-    The pretraining's outcome hangs on the floating-point order of its steps (see the module's
-    docstring), and that order changes with the thread count: on one thread a build gives the same model
-    on any number of cores, the model the recipe was checked with.
+    The floating-point order of a step changes with the thread count, and the pretraining's sudden
+    transitions (see the module's docstring) can amplify such differences: on one thread a build gives
+    the same model on any number of cores, the model the recipe was checked with.
     """
     import torch
 
