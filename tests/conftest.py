@@ -117,9 +117,7 @@ def sandbox(backend: str, sandbox_limits: SandboxLimits) -> Iterator[KernelSandb
 def one_torch_thread() -> Iterator[None]:
     """One intra-op torch thread for a test module: on a small shared CPU the tiny model decodes several times
     faster so. Use with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
-    import torch
+    from trainers.pretrain import one_torch_thread as single_thread
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with single_thread():
+        yield
