@@ -5,9 +5,10 @@ On a CPU-only machine with no model hub:
 1. build (or reuse) the tiny model and its locally trained tokenizer, pretrained to copy text
    (:mod:`trainers.pretrain`; built once and cached);
 2. play a demonstrator in the real environments on generated training tasks (none of them in the
-   bundled dev or test split) and keep the solved episodes: PythonSandbox-v0 math (run the task's
-   reference program in the sandbox, answer with its output) and, with ``--envs python search``,
-   Search-v0 (search with the question, answer from the top result);
+   bundled dev or test split): PythonSandbox-v0 math (run the task's reference program in the sandbox,
+   answer with its output; a careless one that in a share of the tasks answers at once with a number
+   from the problem, see below) and, with ``--envs python search``, Search-v0 (search with the
+   question, answer from the top result; only the solved episodes are kept);
 
 then for each seed:
 
@@ -19,6 +20,11 @@ then for each seed:
 
 It prints a before/after table per env (mean and spread over seeds), writes ``results.json`` and a plot
 of the training reward over GRPO steps to ``output_dir``.
+
+Why a careless demonstrator: SFT on a perfect one leaves GRPO nothing the tiny model can learn in a few
+steps (from such a warm start it stayed flat, README). Demonstrations of a mixed behaviour, tool use and
+guessing, are the usual starting point of RL: imitation learns both, and the reward is what teaches the
+model that running the program pays. ``--python_guess_rate 0`` gives the perfect demonstrator.
 
 Example:
     python -m trainers.pipeline                      # the embedded defaults
@@ -40,7 +46,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.policies import Policy
+from agentgym_envs.policies import EpisodeResult, Policy
 from tasks import Task
 from trainers.rollout import Episode
 
@@ -62,6 +68,9 @@ class PipelineConfig:
         "help": "PythonSandbox math templates in play (tasks.MATH_TEMPLATES)."})
     python_train_tasks: int = field(default=1200, metadata={
         "help": "Generated PythonSandbox training tasks (none equal to a bundled dev or test task)."})
+    python_guess_rate: float = field(default=0.25, metadata={
+        "help": "Share of PythonSandbox demonstrations in which the demonstrator answers at once with a number "
+                "from the problem instead of running the program (kept although wrong: imitation learns both)."})
     sandbox: str = field(default="bwrap", metadata={"help": "PythonSandbox backend: bwrap or docker."})
     search_families: list[str] = field(default_factory=lambda: ["single"], metadata={
         "help": "Search question families trained and evaluated on (single, bridge, comparison)."})
@@ -71,21 +80,25 @@ class PipelineConfig:
     eval_samples: int = field(default=4, metadata={"help": "Sampled episodes per held-out task (plus one greedy)."})
     sft_steps: int = field(default=300, metadata={"help": "SFT optimizer steps."})
     sft_learning_rate: float = field(default=2e-3, metadata={"help": "SFT learning rate."})
-    grpo_steps: int = field(default=8, metadata={"help": "GRPO optimizer steps."})
-    grpo_learning_rate: float = field(default=3e-4, metadata={"help": "GRPO learning rate."})
+    grpo_steps: int = field(default=12, metadata={"help": "GRPO optimizer steps."})
+    grpo_learning_rate: float = field(default=1e-4, metadata={"help": "GRPO learning rate."})
     group_size: int = field(default=8, metadata={"help": "Episodes per task in a GRPO group."})
     groups_per_step: int = field(default=8, metadata={"help": "Tasks per GRPO step."})
-    max_tokens_per_turn: int = field(default=128, metadata={"help": "Most tokens generated in one turn."})
+    max_tokens_per_turn: int = field(default=96, metadata={"help": "Most tokens generated in one turn."})
     max_turns: int = field(default=2, metadata={"help": "Most model turns per episode."})
     seed_workers: int = field(default=0, metadata={
-        "help": "Seeds run side by side, one worker process each (0: as many as CPU cores, at most one per seed; "
-                "1: one after another in this process)."})
+        "help": "Seeds run side by side, one worker process each (0: up to two per CPU core, at most one per "
+                "seed; 1: one after another in this process)."})
 
     def workers(self) -> int:
-        """How many seeds run at once."""
+        """How many seeds run at once.
+
+        By default up to two per core: three seeds on two cores all at once keep both cores busy to the end,
+        where two at a time would leave one core idle while the third seed runs alone.
+        """
         if self.seed_workers < 0:
-            raise ValueError(f"seed_workers: expected >= 0 (0 picks one per CPU core), got {self.seed_workers}")
-        return max(1, min(len(self.seeds), self.seed_workers or os.cpu_count() or 1))
+            raise ValueError(f"seed_workers: expected >= 0 (0 picks up to two per CPU core), got {self.seed_workers}")
+        return max(1, min(len(self.seeds), self.seed_workers or 2 * (os.cpu_count() or 1)))
 
 
 @dataclass
@@ -110,7 +123,8 @@ class EnvJob:
     held_out: list[Task]
     make_env: Callable[[Sequence[Task]], gym.Env]
     demonstrator: Callable[[], Policy]
-    grounded: Callable[[Policy], bool] = lambda policy: True
+    keep: Callable[[EpisodeResult, Policy], bool] = lambda result, policy: result.reward >= 1.0
+    """Which demonstrator episodes are learned from (default: the solved ones)."""
 
 
 def env_jobs(config: PipelineConfig) -> dict[str, EnvJob]:
@@ -126,9 +140,12 @@ def env_jobs(config: PipelineConfig) -> dict[str, EnvJob]:
 def python_job(config: PipelineConfig) -> EnvJob:
     """PythonSandbox-v0 math: generated tasks of the configured templates, every level each one serves.
 
-    The demonstrator runs the task's reference program and answers with its output.
+    The demonstrator runs the task's reference program and answers with its output, except in a share
+    ``python_guess_rate`` of the tasks, where it answers at once with a number from the problem
+    (:class:`GuessingPolicy`). Its solved episodes and its guesses are kept.
     """
     from agentgym_envs.policies import PythonOraclePolicy
+    from agentgym_envs.policies.guessing import GuessingPolicy
     from tasks import load_split
     from tasks.python_math import MATH_TEMPLATE_LEVELS, generate_math_tasks
 
@@ -145,7 +162,8 @@ def python_job(config: PipelineConfig) -> EnvJob:
         train=[task for task in generated if task.prompt not in bundled][:config.python_train_tasks],
         held_out=[task for task in load_split("PythonSandbox", config.eval_split) if held_out_template(task)],
         make_env=lambda tasks: _make(PYTHON_ENV, tasks, families=("math",), sandbox=config.sandbox),
-        demonstrator=PythonOraclePolicy)
+        demonstrator=lambda: GuessingPolicy(PythonOraclePolicy(), config.python_guess_rate),
+        keep=lambda result, policy: result.reward >= 1.0 or policy.guessed)
 
 
 def search_job(config: PipelineConfig) -> EnvJob:
@@ -168,7 +186,7 @@ def search_job(config: PipelineConfig) -> EnvJob:
         held_out=[task for task in load_split("Search", config.eval_split) if task.family in families],
         make_env=lambda tasks: _make(SEARCH_ENV, tasks),
         demonstrator=lambda: SearchLookupPolicy(k=1),
-        grounded=lambda policy: policy.grounded)
+        keep=lambda result, policy: result.reward >= 1.0 and policy.grounded)
 
 
 def _make(env_id: str, tasks: Sequence[Task], **kwargs: Any) -> gym.Env:
@@ -178,8 +196,8 @@ def _make(env_id: str, tasks: Sequence[Task], **kwargs: Any) -> gym.Env:
     return gym.make(env_id, tasks=list(tasks), prompt_style="task", **kwargs)
 
 
-def demonstrations(tokenizer, jobs: Mapping[str, EnvJob]) -> list:
-    """Solved (and, for Search, grounded) demonstrator episodes on every job's training tasks."""
+def demonstrations(tokenizer, jobs: Mapping[str, EnvJob], *, progress: bool = True) -> list:
+    """The demonstrator episodes each job keeps (:attr:`EnvJob.keep`) on its training tasks."""
     from trainers.chat import ChatTokens
     from trainers.sft import collect_demonstrations
 
@@ -188,8 +206,8 @@ def demonstrations(tokenizer, jobs: Mapping[str, EnvJob]) -> list:
         policy, env = job.demonstrator(), job.make_env(job.train)
         try:
             episodes += collect_demonstrations(
-                env, job.env_id, policy, job.train, ChatTokens(tokenizer), progress=True,
-                keep=lambda result, policy=policy, job=job: result.reward >= 1.0 and job.grounded(policy))
+                env, job.env_id, policy, job.train, ChatTokens(tokenizer), progress=progress,
+                keep=lambda result, policy=policy, job=job: job.keep(result, policy))
         finally:
             env.close()
     return episodes
@@ -437,21 +455,47 @@ def save_plot(runs: Sequence[dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
+def pretrain_beside_demonstrations(config: PipelineConfig) -> list:
+    """Build (or reuse) the pretrained tiny model while a worker process collects the demonstrations.
+
+    The pretraining runs on one core (:func:`trainers.pretrain.one_torch_thread`) and the demonstrations
+    need only the tokenizer, so on a fresh machine the two overlap. Returns the demonstrations.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from trainers.pretrain import load_or_build_pretrained
+    from trainers.tiny_model import load_or_build_tiny_model
+
+    load_or_build_tiny_model()  # the tokenizer, built before both sides read it
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        collected = pool.submit(_demonstrations_in_worker, config)
+        load_or_build_pretrained(progress=True)
+        print("waiting for the demonstrations ...", flush=True)
+        episodes = collected.result()
+    print(f"demonstrations: {len(episodes)} episodes", flush=True)
+    return episodes
+
+
+def _demonstrations_in_worker(config: PipelineConfig) -> list:
+    from trainers.tiny_model import load_or_build_tiny_model
+
+    _, tokenizer = load_or_build_tiny_model()
+    return demonstrations(tokenizer, env_jobs(config), progress=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m trainers.pipeline [--seeds 0 1 2] [...]``: the whole main job."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     from transformers import HfArgumentParser
 
-    from trainers.pretrain import load_or_build_pretrained
-
     (config,) = HfArgumentParser(PipelineConfig).parse_args_into_dataclasses(args=argv)
     output = Path(config.output_dir)
     output.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     jobs = env_jobs(config)
-    _, tokenizer = load_or_build_pretrained(progress=True)
-    episodes = demonstrations(tokenizer, jobs)
+    episodes = pretrain_beside_demonstrations(config)
     runs = run_seeds(config, jobs, episodes)
     print_table(runs, jobs)
     save_plot(runs, output / "reward.png")

@@ -72,19 +72,20 @@ class EchoPretraining:
         learning_rate: AdamW learning rate of phase 1.
         sentence_learning_rate: AdamW learning rate of phases 2 and 3.
         substitution: Share of each sentence's tokens replaced by random ordinary tokens in phase 2.
-        seed: Seed of the draws.
+        seed: Seed of the draws. The default is the seed whose build was checked end to end (SFT and GRPO
+            on it, see the module's docstring); the build is the same model on any machine of this kind.
     """
 
     random_steps: int = 800
     sentence_steps: int = 300
-    report_steps: int = 400
+    report_steps: int = 1000
     report_target: float = 0.9
     window: int = 20
     batch_size: int = 32
     learning_rate: float = 3e-3
     sentence_learning_rate: float = 1e-3
     substitution: float = 0.25
-    seed: int = 0
+    seed: int = 1
 
     @property
     def key(self) -> str:

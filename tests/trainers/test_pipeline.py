@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from tasks import load_split
@@ -21,6 +23,19 @@ def test_python_job_trains_on_generated_tasks_only_and_holds_out_the_bundled_spl
     assert [task.id for task in job.held_out] == [task.id for task in expected] and expected
 
 
+def test_python_job_demonstrator_guesses_at_the_configured_rate_and_keeps_guesses_and_solved_episodes():
+    job = env_jobs(PipelineConfig(python_train_tasks=200, python_guess_rate=0.25))[PYTHON_ENV]
+    policy = job.demonstrator()
+    guesses = 0
+    for task in job.train:
+        policy.begin(task, task.prompt, {})
+        guesses += policy.guessed
+    assert 0.15 < guesses / len(job.train) < 0.35
+    guessing, acting = SimpleNamespace(guessed=True), SimpleNamespace(guessed=False)
+    assert job.keep(SimpleNamespace(reward=0.0), guessing) and job.keep(SimpleNamespace(reward=1.0), acting)
+    assert not job.keep(SimpleNamespace(reward=0.0), acting)
+
+
 def test_search_job_excludes_dev_and_test_questions():
     job = env_jobs(PipelineConfig(envs=["search"], search_train_tasks=100))[SEARCH_ENV]
     bundled = {task.metadata["query"] for split in ("dev", "test") for task in load_split("Search", split)}
@@ -37,6 +52,12 @@ def test_seed_workers_one_per_seed_at_most_and_never_below_one():
     assert PipelineConfig(seeds=[0, 1, 2], seed_workers=1).workers() == 1
     assert PipelineConfig(seeds=[0, 1, 2], seed_workers=8).workers() == 3
     assert PipelineConfig(seeds=[4], seed_workers=0).workers() == 1
+
+
+def test_seed_workers_default_to_two_per_core(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert PipelineConfig(seeds=[0, 1, 2]).workers() == 3
+    assert PipelineConfig(seeds=list(range(10))).workers() == 4
     with pytest.raises(ValueError, match="seed_workers: expected >= 0"):
         PipelineConfig(seed_workers=-1).workers()
 
