@@ -429,7 +429,7 @@ def print_table(runs: Sequence[dict[str, Any]], jobs: Mapping[str, EnvJob]) -> N
         table.add_column(column)
     for row in summary_rows(runs):
         table.add_row(*row)
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 120).print(table)  # a log file gets whole metric names
 
 
 def save_plot(runs: Sequence[dict[str, Any]], path: Path) -> None:
