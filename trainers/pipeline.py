@@ -339,8 +339,9 @@ def run_seeds(config: PipelineConfig, jobs: Mapping[str, EnvJob], episodes: Sequ
 
     With more than one worker (:meth:`PipelineConfig.workers`) the seeds run side by side in spawned
     processes that split the CPU cores between them: the tiny model is too small for several threads to
-    keep a core each busy, so this is where a multi-core CPU's time goes furthest. A bar per seed shows
-    its phase and step.
+    keep a core each busy, so this is where a multi-core CPU's time goes furthest. The workers start with
+    glibc's malloc keeping freed memory (:func:`worker_environment`). A bar per seed shows its phase and
+    step.
     """
     workers = config.workers()
     if workers == 1:
@@ -351,6 +352,7 @@ def run_seeds(config: PipelineConfig, jobs: Mapping[str, EnvJob], episodes: Sequ
 
     from rich.progress import Progress
 
+    os.environ.update(worker_environment(os.environ))  # the spawned workers start with it
     context = multiprocessing.get_context("spawn")
     events = context.Queue()
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -365,6 +367,19 @@ def run_seeds(config: PipelineConfig, jobs: Mapping[str, EnvJob], episodes: Sequ
                 continue
             progress.update(bars[seed], description=f"seed {seed}: {phase}", completed=done, total=total)
         return [future.result() for future in futures]
+
+
+KEEP_FREED_MEMORY = "glibc.malloc.mmap_threshold=2147483648:glibc.malloc.trim_threshold=4294967296"
+"""glibc malloc settings of the seed workers: freed memory stays in the process instead of going back to
+the kernel. TRL's fused LM head allocates and frees buffers of hundreds of MB on every pass; by default
+glibc maps each one fresh, and the kernel's page faults took a third of a GRPO step's CPU time
+(2 steps of 8 x 8: 72 s, 22 s of it system time; with these settings 43 s, 2 s; peak memory 1.9 -> 2.6 GB)."""
+
+
+def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables to set for the seed workers: :data:`KEEP_FREED_MEMORY` unless ``environ`` already tunes
+    glibc (``GLIBC_TUNABLES`` is read when a process starts, so it only reaches processes started later)."""
+    return {} if "GLIBC_TUNABLES" in environ else {"GLIBC_TUNABLES": KEEP_FREED_MEMORY}
 
 
 _worker_events: Any = None
