@@ -374,8 +374,8 @@ KEEP_FREED_MEMORY = "glibc.malloc.mmap_threshold=2147483648:glibc.malloc.trim_th
 the kernel. TRL's fused LM head allocates and frees buffers of hundreds of MB on every pass; by default
 glibc maps each one fresh, and the kernel's page faults took a third of a GRPO step's CPU time
 (2 steps of 8 x 8: 72 s, 22 s of it system time; with these settings 43 s, 2 s; peak memory 1.9 -> 2.6 GB).
-glibc reads it when a process starts: the main job's seeds run in-process with one worker, and the
-trainers' own entry points, get it only when started with it (README, Training)."""
+glibc reads it when a process starts: with one worker the seeds run in-process and, like the trainers'
+own entry points, get it only when the process was started with it (README, Training)."""
 
 
 def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
