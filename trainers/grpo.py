@@ -29,6 +29,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
 import agentgym_envs  # noqa: F401  (registers the agentrl/... ids)
@@ -37,6 +38,7 @@ from tasks.curriculum import TaskSampler
 from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
 from trainers.monitoring import RolloutMonitor
 from trainers.rollout import EnvPool, Episode, EpisodeRequest, RolloutConfig, RolloutEngine
+from trainers.scoring import has_plain_output_head, scored_token_logprobs
 from trainers.tiny_model import load_model
 
 SLOT_PREFIX = "group-slot-"
@@ -278,6 +280,41 @@ class AgentGRPOTrainer(GRPOTrainer):
     def __init__(self, *args: Any, rollouts: EnvironmentRollouts, **kwargs: Any) -> None:
         super().__init__(*args, rollout_func=rollouts, **kwargs)
         self.rollouts = rollouts
+        self._agent_tokens: Any = None  # the loss's token mask while :meth:`_compute_loss` runs on the agent's tokens
+
+    def _compute_loss(self, model, inputs: dict[str, Any]):
+        """TRL's loss; on a CPU, with the output head run at the agent's tokens only.
+
+        TRL's fused head compacts its input to the scored positions only on Triton devices; elsewhere it
+        projects every position, prompt, padding and tool output included, onto the vocabulary. In a
+        GRPO batch of tool episodes on the tiny model that was ten times more rows than the agent's tokens
+        and the largest cost of a step. Logprobs at the positions the loss masks out are then 0, so this
+        is done only when the importance ratios compare with this same pass (no stored old logprobs).
+        """
+        if self._scores_agent_tokens_only(model, inputs):
+            mask = inputs["completion_mask"]
+            self._agent_tokens = mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._agent_tokens = None
+
+    def _scores_agent_tokens_only(self, model, inputs: dict[str, Any]) -> bool:
+        return (inputs["completion_ids"].device.type == "cpu" and inputs.get("old_per_token_logps") is None
+                and not self.aux_loss_enabled and inputs.get("pixel_values") is None
+                and has_plain_output_head(self.accelerator.unwrap_model(model)))
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args: Any,
+                                           **kwargs: Any):
+        """TRL's, or while :meth:`_compute_loss` scores the agent's tokens only, those logprobs and entropies
+        (0 elsewhere)."""
+        if self._agent_tokens is None:
+            return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                              *args, **kwargs)
+        scored = torch.cat([self._agent_tokens.new_zeros(input_ids[:, :-logits_to_keep].shape), self._agent_tokens], 1)
+        with self.accelerator.autocast():
+            logprobs, entropy = scored_token_logprobs(model, input_ids, attention_mask, scored, self.temperature)
+        return logprobs[:, -logits_to_keep:], entropy[:, -logits_to_keep:], None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """Add the rollout metrics gathered since the last log, then log as TRL does."""

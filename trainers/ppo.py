@@ -54,6 +54,7 @@ from tasks import Task, load_split
 from trainers.generation import TransformersGenerator
 from trainers.ppo_config import PPOConfig
 from trainers.rollout import EnvPool, Episode, EpisodeRequest, RolloutConfig, RolloutEngine, group_requests
+from trainers.scoring import token_logprobs
 
 logger = logging.getLogger(__name__)
 
@@ -187,22 +188,6 @@ def agent_hidden_states(model: nn.Module, batch: TokenBatch) -> Tensor:
     hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                  use_cache=False).last_hidden_state
     return hidden[:, :-1][batch.agent_positions]
-
-
-def token_logprobs(logits: Tensor, targets: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
-    """Logprob of each target and the entropy, under the tempered distribution.
-
-    Args:
-        logits: ``(N, V)``.
-        targets: ``(N,)`` token ids.
-        temperature: Sampling temperature.
-
-    Returns:
-        ``(logprobs, entropy)``, each ``(N,)``.
-    """
-    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
-    chosen = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    return chosen, -(logprobs.exp() * logprobs).sum(-1)
 
 
 def policy_logprobs(model: nn.Module, batch: TokenBatch, temperature: float) -> Tensor:

@@ -92,6 +92,36 @@ def test_env_tokens_get_exactly_zero_gradient_and_their_logits_do_not_change_the
         trainer.rollouts.close()
 
 
+def test_on_cpu_the_head_runs_on_agent_tokens_only_and_the_loss_and_gradient_match_trls_head(tmp_path):
+    trainer = make_trainer(tmp_path, bf16=False)  # float32: the two heads may differ only by summation order
+    try:
+        rows = [{"prompt": f"{SLOT_PREFIX}{i // 2}"} for i in range(4)]
+        torch.manual_seed(0)
+        inputs = trainer._generate_and_score_completions(rows)
+        head_rows = []
+        handle = trainer.model.get_output_embeddings().register_forward_hook(
+            lambda module, args, output: head_rows.append(args[0].shape[0]))
+
+        def loss_and_gradient():
+            trainer.model.zero_grad()
+            loss = trainer.compute_loss(trainer.model, inputs)
+            loss.backward()
+            return loss.detach(), torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+
+        agent_loss, agent_gradient = loss_and_gradient()
+        agent_head_rows, head_rows[:] = list(head_rows), []
+        trainer._scores_agent_tokens_only = lambda model, inputs: False  # TRL's own fused head
+        full_loss, full_gradient = loss_and_gradient()
+        handle.remove()
+        # one row per agent token (the forward pass and its recomputation in the backward pass)
+        assert agent_head_rows == [int(loss_mask(inputs).sum())] * 2
+        assert torch.allclose(agent_loss, full_loss, atol=1e-6)
+        assert torch.allclose(agent_gradient, full_gradient, rtol=1e-4, atol=1e-7)
+        assert agent_gradient.abs().sum() > 0
+    finally:
+        trainer.rollouts.close()
+
+
 def test_a_tiny_grpo_run_changes_the_parameters_and_logs_the_rollout_metrics(tmp_path):
     trainer = make_trainer(tmp_path, beta=0.04, epsilon_high=0.28)
     before = copy.deepcopy(trainer.model.state_dict())
