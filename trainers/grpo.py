@@ -38,7 +38,7 @@ from tasks.curriculum import TaskSampler
 from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
 from trainers.monitoring import RolloutMonitor
 from trainers.rollout import EnvPool, Episode, EpisodeRequest, RolloutConfig, RolloutEngine
-from trainers.scoring import has_plain_output_head, scored_token_logprobs
+from trainers.scoring import has_plain_output_head, label_scores
 from trainers.tiny_model import load_model
 
 SLOT_PREFIX = "group-slot-"
@@ -313,8 +313,9 @@ class AgentGRPOTrainer(GRPOTrainer):
                                                               *args, **kwargs)
         scored = torch.cat([self._agent_tokens.new_zeros(input_ids[:, :-logits_to_keep].shape), self._agent_tokens], 1)
         with self.accelerator.autocast():
-            logprobs, entropy = scored_token_logprobs(model, input_ids, attention_mask, scored, self.temperature)
-        return logprobs[:, -logits_to_keep:], entropy[:, -logits_to_keep:], None
+            scores = label_scores(model, input_ids, attention_mask, input_ids.masked_fill(scored == 0, -100),
+                                  self.temperature)
+        return scores.log_probs[:, -logits_to_keep:], scores.entropy[:, -logits_to_keep:], None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """Add the rollout metrics gathered since the last log, then log as TRL does."""

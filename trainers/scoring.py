@@ -7,6 +7,8 @@ the backbone over the whole batch and the head only at the positions that predic
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
@@ -43,46 +45,64 @@ def has_plain_output_head(model: nn.Module) -> bool:
 
 
 def head_token_logprobs(head: nn.Module, hidden: Tensor, targets: Tensor,
-                        temperature: float) -> tuple[Tensor, Tensor]:
-    """:func:`token_logprobs` of ``head(hidden)`` in chunks of rows, each recomputed in the backward pass, so
-    that at most one chunk's logits (:data:`HEAD_CHUNK_ELEMENTS`) are held at a time.
+                        temperature: float) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`token_logprobs` of ``head(hidden)``, and whether each target is the top token, in chunks of rows,
+    each recomputed in the backward pass, so that at most one chunk's logits (:data:`HEAD_CHUNK_ELEMENTS`)
+    are held at a time.
 
     Args:
         head: The output embedding, ``H -> V``.
         hidden: ``(N, H)`` hidden states.
         targets: ``(N,)`` token ids they predict.
         temperature: Sampling temperature.
+
+    Returns:
+        ``(logprobs, entropy, is_top1)``, each ``(N,)``.
     """
-    def chunk(rows: Tensor, chosen: Tensor) -> tuple[Tensor, Tensor]:
-        return token_logprobs(head(rows), chosen, temperature)
+    def chunk(rows: Tensor, chosen: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        logits = head(rows)
+        return *token_logprobs(logits, chosen, temperature), logits.argmax(-1) == chosen
 
     size = max(1, HEAD_CHUNK_ELEMENTS // head.weight.size(0))
     # no rows still makes one (empty) chunk, so the result stays connected to the graph
     pieces = [checkpoint(chunk, rows, chosen, use_reentrant=False)
               for rows, chosen in zip(hidden.split(size), targets.split(size), strict=True)]
-    return torch.cat([logprobs for logprobs, _ in pieces]), torch.cat([entropy for _, entropy in pieces])
+    return tuple(torch.cat(parts) for parts in zip(*pieces, strict=True))
 
 
-def scored_token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, scored: Tensor,
-                          temperature: float) -> tuple[Tensor, Tensor]:
-    """Logprob and entropy of each scored token of a causal LM's batch, 0 at the other positions.
+@dataclass
+class LabelScores:
+    """Per position of a causal LM batch (``(B, L - 1)``, column ``t`` for token ``t + 1``, as in the shifted
+    labels of its loss): the label's logprob, the entropy and whether the label is the top token, each 0
+    where the label is ignored (``label_mask`` False). The fields TRL's trainers read from its fused head."""
+
+    log_probs: Tensor
+    entropy: Tensor
+    is_top1: Tensor
+    label_mask: Tensor
+    aux_loss: None = None
+
+
+def label_scores(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, labels: Tensor,
+                 temperature: float = 1.0) -> LabelScores:
+    """Score ``labels`` (``-100``: ignored) under a causal LM, with the output head run only at the positions
+    that predict a label.
 
     Args:
         model: A causal LM with a plain output head (:func:`has_plain_output_head`).
         input_ids: ``(B, L)``.
         attention_mask: ``(B, L)``.
-        scored: ``(B, L)``, 1 where a token's logprob is wanted; the first column is never scored (nothing
-            predicts it).
+        labels: ``(B, L)``, aligned with ``input_ids`` as in transformers' causal LM loss (shifted here).
         temperature: Sampling temperature.
-
-    Returns:
-        ``(logprobs, entropy)``, each ``(B, L - 1)``: column ``t`` holds token ``t + 1``, as in the
-        shifted labels of a causal LM loss.
     """
     hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
                                  use_cache=False).last_hidden_state[:, :-1]
-    where = scored[:, 1:].bool()
-    logprobs, entropy = head_token_logprobs(model.get_output_embeddings(), hidden[where], input_ids[:, 1:][where],
-                                            temperature)
-    zeros = torch.zeros(where.shape, dtype=logprobs.dtype, device=logprobs.device)
-    return zeros.masked_scatter(where, logprobs), zeros.masked_scatter(where, entropy)
+    shifted = labels[:, 1:]
+    where = shifted != -100
+    logprobs, entropy, is_top1 = head_token_logprobs(model.get_output_embeddings(), hidden[where], shifted[where],
+                                                     temperature)
+
+    def spread(values: Tensor) -> Tensor:
+        return torch.zeros(where.shape, dtype=values.dtype, device=values.device).masked_scatter(where, values)
+
+    return LabelScores(spread(logprobs), spread(entropy), spread(is_top1), where)

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+from trl import SFTTrainer
 
 from agentgym_envs.policies import EpisodeResult, Policy, PythonOraclePolicy, SearchOraclePolicy, run_episode
 from agentgym_envs.policies.search_lookup import SearchLookupPolicy
 from tasks import Task
 from trainers.chat import ChatTokens
 from trainers.rollout import Episode, TurnRecord
+from trainers.scoring import LabelScores, has_plain_output_head, label_scores
 from trainers.tiny_model import load_model
 
 
@@ -124,6 +126,45 @@ DEMONSTRATORS: dict[str, Callable[[], Policy]] = {
 """Scripted demonstrators by name."""
 
 
+BATCH_KEYS = frozenset({"input_ids", "attention_mask", "labels", "use_cache"})
+"""What an SFT batch of the demonstrations holds (no images, not padding-free)."""
+
+
+class AgentSFTTrainer(SFTTrainer):
+    """TRL's ``SFTTrainer``; on a CPU, with the output head run at the learned (agent) tokens only.
+
+    TRL's fused head compacts its input to the labelled positions only on Triton devices; elsewhere it
+    projects every position, prompt, padding and tool output included, onto the vocabulary. On the tiny
+    model that doubled the time of an SFT step (30 steps: 16.9 s -> 8.3 s). The loss, its metrics and
+    everything else stay TRL's.
+    """
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self._scores_labels_only(inputs, return_outputs):
+            model = _LabelScoring(model, self.accelerator.autocast)
+        return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+    def _scores_labels_only(self, inputs: dict[str, Any], return_outputs: bool) -> bool:
+        return (not return_outputs and set(inputs) <= BATCH_KEYS and "attention_mask" in inputs
+                and inputs["input_ids"].device.type == "cpu" and self.compute_loss_func is None
+                and self.label_smoother is None and not self.aux_loss_enabled
+                and has_plain_output_head(self.accelerator.unwrap_model(self.model)))
+
+
+class _LabelScoring:
+    """Stands in for the model in ``SFTTrainer.compute_loss``: its fused-head call is :func:`label_scores`."""
+
+    def __init__(self, model, autocast: Callable[[], Any]) -> None:
+        self.model, self.autocast = model, autocast
+
+    def __call__(self, *, input_ids, attention_mask, labels, fused_lm_head: bool,
+                 use_cache: bool = False) -> LabelScores:
+        if not fused_lm_head:
+            raise ValueError("_LabelScoring: expected a fused-head call (TRL's SFT loss), got a plain forward")
+        with self.autocast():
+            return label_scores(self.model, input_ids, attention_mask, labels)
+
+
 def train_sft(model, tokenizer, episodes: Sequence[Episode], args, callbacks: Sequence[Any] = ()) -> Any:
     """Fine-tune ``model`` on ``episodes`` with TRL's ``SFTTrainer`` (loss on ``env_mask`` 1 tokens only).
 
@@ -137,15 +178,13 @@ def train_sft(model, tokenizer, episodes: Sequence[Episode], args, callbacks: Se
     Returns:
         The trainer's ``TrainOutput``.
     """
-    from trl import SFTTrainer
-
     if not episodes:
         raise ValueError("train_sft: expected at least one demonstration, got none (did every episode fail?)")
     longest = max(episode.context_length for episode in episodes)
     if args.max_length is not None and longest > args.max_length:
         raise ValueError(f"SFTConfig.max_length: expected >= the longest demonstration ({longest} tokens), "
                          f"got {args.max_length}; raise it or drop long demonstrations")
-    trainer = SFTTrainer(model=model, args=args, train_dataset=sft_dataset(episodes), processing_class=tokenizer,
+    trainer = AgentSFTTrainer(model=model, args=args, train_dataset=sft_dataset(episodes), processing_class=tokenizer,
                          callbacks=list(callbacks))
     return trainer.train()
 

@@ -14,7 +14,7 @@ import agentgym_envs  # noqa: F401
 from agentgym_envs.policies.search_lookup import SearchLookupPolicy
 from tasks import load_split
 from trainers.chat import ChatTokens
-from trainers.sft import WarmStartConfig, collect_demonstrations, sft_dataset, train_sft
+from trainers.sft import AgentSFTTrainer, WarmStartConfig, collect_demonstrations, sft_dataset, train_sft
 from trainers.tiny_model import load_or_build_tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -71,6 +71,39 @@ def test_sft_lowers_the_loss_on_the_actions_and_changes_the_model(demonstrations
     with pytest.raises(ValueError, match="max_length"):
         train_sft(model, tokenizer, episodes, SFTConfig(output_dir=str(tmp_path), max_length=8, use_cpu=True,
                                                         report_to=[]))
+
+
+def test_on_cpu_the_head_runs_on_the_learned_tokens_only_and_loss_gradient_and_metrics_match_trls(
+        demonstrations, tmp_path):
+    tokenizer, episodes = demonstrations
+    model, _ = load_or_build_tiny_model()
+    args = SFTConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, report_to=[], use_cpu=True,
+                     max_length=1024, bf16=False)  # float32: the two heads may differ only by summation order
+    trainer = AgentSFTTrainer(model=model, args=args, train_dataset=sft_dataset(episodes), processing_class=tokenizer)
+    inputs = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    model.train()
+    head_rows = []
+    handle = model.get_output_embeddings().register_forward_hook(
+        lambda module, args, output: head_rows.append(args[0].shape[0]))
+
+    def loss_gradient_and_metrics():
+        model.zero_grad()
+        loss = trainer.compute_loss(model, dict(inputs))
+        loss.backward()
+        metrics = {name: trainer._metrics["train"][name][-1] for name in ("entropy", "mean_token_accuracy")}
+        return loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters()]), metrics
+
+    ours = loss_gradient_and_metrics()
+    our_head_rows, head_rows[:] = list(head_rows), []
+    trainer._scores_labels_only = lambda inputs, return_outputs: False  # TRL's own fused head
+    trls = loss_gradient_and_metrics()
+    handle.remove()
+    learned = int((inputs["labels"][:, 1:] != -100).sum())
+    assert 0 < learned < inputs["labels"][:, 1:].numel() // 2  # most positions are context
+    assert our_head_rows == [learned] * 2  # the forward pass and its recomputation in the backward pass
+    assert torch.allclose(ours[0], trls[0], atol=1e-6)
+    assert torch.allclose(ours[1], trls[1], rtol=1e-4, atol=1e-7)
+    assert ours[2] == pytest.approx(trls[2], abs=1e-5)
 
 
 def test_the_bundled_recipes_parse():
