@@ -13,6 +13,7 @@ task is drawn from a curriculum sampler (:mod:`tasks.curriculum`) that is fed ev
 The environment's reward reaches TRL as a reward function (``env_reward``); every reward component is
 logged through weight-0 reward functions. Optional: per-environment reward normalisation for
 multi-environment runs, and zero-variance group filtering (such groups are dropped from the loss).
+On a CPU the loss runs the output head at the agent's tokens only (:meth:`AgentGRPOTrainer._compute_loss`).
 
 Example:
     python -m trainers.grpo --config trainers/configs/grpo_tiny_cpu.yaml --max_steps 20
@@ -287,9 +288,10 @@ class AgentGRPOTrainer(GRPOTrainer):
 
         TRL's fused head compacts its input to the scored positions only on Triton devices; elsewhere it
         projects every position, prompt, padding and tool output included, onto the vocabulary. In a
-        GRPO batch of tool episodes on the tiny model that was ten times more rows than the agent's tokens
+        GRPO batch of tool episodes on the tiny model that was 10-30 times more rows than the agent's tokens
         and the largest cost of a step. Logprobs at the positions the loss masks out are then 0, so this
-        is done only when the importance ratios compare with this same pass (no stored old logprobs).
+        is done only when the importance ratios compare with this same pass (no stored old logprobs), and
+        in one process (a model wrapped for distributed training keeps TRL's head).
         """
         if self._scores_agent_tokens_only(model, inputs):
             mask = inputs["completion_mask"]
@@ -300,7 +302,8 @@ class AgentGRPOTrainer(GRPOTrainer):
             self._agent_tokens = None
 
     def _scores_agent_tokens_only(self, model, inputs: dict[str, Any]) -> bool:
-        return (inputs["completion_ids"].device.type == "cpu" and inputs.get("old_per_token_logps") is None
+        return (inputs["completion_ids"].device.type == "cpu" and self.accelerator.num_processes == 1
+                and inputs.get("old_per_token_logps") is None
                 and not self.aux_loss_enabled and inputs.get("pixel_values") is None
                 and has_plain_output_head(self.accelerator.unwrap_model(model)))
 

@@ -371,9 +371,10 @@ def run_seeds(config: PipelineConfig, jobs: Mapping[str, EnvJob], episodes: Sequ
 
 KEEP_FREED_MEMORY = "glibc.malloc.mmap_threshold=2147483648:glibc.malloc.trim_threshold=4294967296"
 """glibc malloc settings of the seed workers: freed memory stays in the process instead of going back to
-the kernel. TRL's fused LM head allocates and frees buffers of hundreds of MB on every pass; by default
-glibc maps each one fresh, and the kernel's page faults took a third of a GRPO step's CPU time
-(2 steps of 8 x 8: 72 s, 22 s of it system time; with these settings 43 s, 2 s; peak memory 1.9 -> 2.6 GB).
+the kernel. A training step allocates and frees buffers of hundreds of MB (attention, logits) on every
+pass; by default glibc maps each one fresh and the kernel page-faults it in again. Measured on one seed's
+12 GRPO steps: 396 s -> 350 s, peak memory 3.0 -> 3.7 GB (with TRL's CPU head in the loss, before the
+agent-token head: 2 steps 72 s -> 43 s).
 glibc reads it when a process starts: with one worker the seeds run in-process and, like the trainers'
 own entry points, get it only when the process was started with it (README, Training)."""
 

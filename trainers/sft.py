@@ -4,7 +4,8 @@ Demonstrations are episodes of a scripted policy (an oracle) played in the real 
 encoded with the same token pieces the rollout engine uses, so the model learns exactly the sequence
 it will later generate: the actions' tokens carry ``env_mask`` 1 and are learned; the prompt, the
 observations and the template tokens carry 0 and are context only. Training runs on TRL's
-``SFTTrainer`` with the mask handed over as ``assistant_masks``.
+``SFTTrainer`` with the mask handed over as ``assistant_masks`` (on a CPU with the output head run at
+the learned tokens only, :class:`AgentSFTTrainer`).
 
 Example:
     python -m trainers.sft --config trainers/configs/sft_tiny_cpu.yaml
@@ -135,8 +136,8 @@ class AgentSFTTrainer(SFTTrainer):
 
     TRL's fused head compacts its input to the labelled positions only on Triton devices; elsewhere it
     projects every position, prompt, padding and tool output included, onto the vocabulary. On the tiny
-    model that doubled the time of an SFT step (30 steps: 16.9 s -> 8.3 s). The loss, its metrics and
-    everything else stay TRL's.
+    model that doubled the time of an SFT step (30 steps: 16.9 s -> 8.2 s). The loss, its metrics and
+    everything else stay TRL's; one process only (a model wrapped for distributed training keeps TRL's head).
     """
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -146,7 +147,8 @@ class AgentSFTTrainer(SFTTrainer):
 
     def _scores_labels_only(self, inputs: dict[str, Any], return_outputs: bool) -> bool:
         return (not return_outputs and set(inputs) <= BATCH_KEYS and "attention_mask" in inputs
-                and inputs["input_ids"].device.type == "cpu" and self.compute_loss_func is None
+                and inputs["input_ids"].device.type == "cpu" and self.accelerator.num_processes == 1
+                and self.compute_loss_func is None
                 and self.label_smoother is None and not self.aux_loss_enabled
                 and has_plain_output_head(self.accelerator.unwrap_model(self.model)))
 
@@ -184,8 +186,8 @@ def train_sft(model, tokenizer, episodes: Sequence[Episode], args, callbacks: Se
     if args.max_length is not None and longest > args.max_length:
         raise ValueError(f"SFTConfig.max_length: expected >= the longest demonstration ({longest} tokens), "
                          f"got {args.max_length}; raise it or drop long demonstrations")
-    trainer = AgentSFTTrainer(model=model, args=args, train_dataset=sft_dataset(episodes), processing_class=tokenizer,
-                         callbacks=list(callbacks))
+    trainer = AgentSFTTrainer(model=model, args=args, train_dataset=sft_dataset(episodes),
+                              processing_class=tokenizer, callbacks=list(callbacks))
     return trainer.train()
 
 
