@@ -26,8 +26,9 @@ their skill in a sudden transition whose step moves with the draws. Measured ove
 reached 0.95, 0.93 and 0.22 copy accuracy at 800 steps (seed 2 had not crossed yet); the drills stood
 at 0.21 after 400 steps and stayed at 0.21-0.23 for 600 more (seed 0), and reached 0.92 (seed 1) and
 0.57 (seed 2) after 1,000. The default is seed 1 with 1,000 drill steps: the build the main job was
-checked on (SFT seed 0 on it, with the main job's demonstrations, answered 0.42 of the held-out tasks
-greedily). Builds are reproducible, so every machine of this kind gets that model. The build warns when
+checked on (SFT on it, with the main job's demonstrations, answered 0.21-0.33 of the held-out tasks
+greedily over seeds 0-2; 0.13-0.42 with TRL's CPU head in SFT, which rounds differently). Builds are
+reproducible, so every machine of this kind gets that model. The build warns when
 the drills end below :attr:`EchoPretraining.report_target`.
 
 Echoing plain sentences alone teaches a model to copy the tokens those sentences hold, and the bundled
@@ -208,7 +209,7 @@ def pretrain_echo(model, tokenizer, settings: EchoPretraining, *, progress: bool
     """Train ``model`` in place on the three phases; returns how each went.
 
     Warns when the drills end below ``settings.report_target`` (SFT on such a model answered 0-25% of
-    held-out tasks, against 42-83% on builds whose drills passed it; see the module's docstring).
+    held-out tasks, against up to 83% on builds whose drills passed it; see the module's docstring).
     """
     import torch
     from rich.progress import Progress
