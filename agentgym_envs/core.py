@@ -6,6 +6,13 @@ tool results, a description of a format error, or the verdict on the final answe
 ``terminated`` means the agent answered; turn limits come as ``truncated`` from the
 ``TimeLimit`` wrapper that ``gym.make`` adds, and an infrastructure fault also truncates the
 episode (with ``info["infra_error"]``) so that it is never scored as a wrong answer.
+
+:class:`TextEnv` does everything that is the same in every environment, once: loading a bundled
+split, keeping the chosen task families, one reward function per family (the env's default, or the
+caller's), calling it on the evidence the env gathered, turning an
+:class:`~tasks.errors.InfrastructureError` into an infra episode, and publishing the env's
+:class:`~agentgym_envs.card.EnvCard`. A subclass says what is particular to it: its tools, how an
+episode starts, what evidence a finished trajectory gets, and its default reward.
 """
 
 from __future__ import annotations
@@ -18,27 +25,36 @@ import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
 from agentgym_envs.actions import ParsedAction, format_error_observation, parse_action
-from agentgym_envs.errors import EnvConfigError, SandboxError
+from agentgym_envs.card import EnvCard, FamilyCard, LimitsCard, reward_terms, task_source
+from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.spaces import UnicodeText
 from agentgym_envs.tools import Tool, ToolResult, call_tool, render_tools
-from rewards import RewardResult
-from tasks import Task, ToolCall, Trajectory, Turn
+from rewards import RewardFn, RewardResult
+from tasks import InfrastructureError, Task, ToolCall, Trajectory, Turn, load_split
+from tasks.errors import did_you_mean
 
 RESET_OPTIONS = frozenset({"task", "difficulty"})
 PROMPT_STYLES = ("full", "task")
 MAX_ACTION_SPACE_CHARS = 1 << 20
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 """``(observation, reward, terminated, truncated, info)``."""
+RewardSpec = RewardFn | Mapping[str, RewardFn]
+"""One reward function for every family, or one per family."""
 
 
 class TextEnv(gym.Env[str, str], ABC):
     """A multi-turn, text-in/text-out environment with tools and a verifier reward.
 
-    Subclasses provide the tools, how an episode starts (e.g. a clean sandbox) and how a
-    finished trajectory is scored; this class does the rest of the contract.
+    Subclasses set :attr:`env_name`, :attr:`task_families` and :attr:`required_tools`, and provide
+    :attr:`tools`, :meth:`default_reward` and :meth:`_begin_episode`; they may override
+    :meth:`_evidence`, :meth:`_instructions` and :meth:`_settings`.
 
     Args:
-        tasks: The tasks to draw from (uniformly, with ``self.np_random``).
+        split: Bundled split to draw tasks from (``"train"``, ``"dev"``, ``"test"``).
+        families: Task families to keep (default: all of :attr:`task_families`).
+        tasks: Explicit tasks instead of a split (then filtered by ``families`` too).
+        reward: One reward function for every family, or a mapping family -> reward function;
+            defaults to :meth:`default_reward` of each family.
         max_action_chars: Longer actions are rejected as a format error.
         max_tool_calls_per_turn: Most tool calls in one action.
         max_observation_chars: Observations are cut to this length (and say so).
@@ -46,22 +62,37 @@ class TextEnv(gym.Env[str, str], ABC):
         prompt_style: ``"full"``: instructions, the tools and the task; ``"task"``: the task text only, for a
             model trained on this env that needs no instructions, or a chat template that renders
             ``info["tools"]`` itself.
+
+    Raises:
+        EnvConfigError: An unknown family, no task left, a reward mapping that misses a family, a bad
+            render mode or prompt style.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
     env_name: ClassVar[str] = "Text"
+    task_families: ClassVar[tuple[str, ...]] = ()
+    """Every task family the env knows."""
+    required_tools: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    """Per family, the tools its tasks cannot be solved without."""
 
-    def __init__(self, tasks: Sequence[Task], *, max_action_chars: int = 32_768,
-                 max_tool_calls_per_turn: int = 4, max_observation_chars: int = 32_768,
-                 render_mode: str | None = None, prompt_style: str = "full") -> None:
-        if not tasks:
-            raise EnvConfigError(f"{self.env_name}: expected at least one task, got none")
+    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
+                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None,
+                 max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
+                 max_observation_chars: int = 32_768, render_mode: str | None = None,
+                 prompt_style: str = "full") -> None:
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise EnvConfigError(f"render_mode: expected None or 'ansi', got {render_mode!r}")
         if prompt_style not in PROMPT_STYLES:
             raise EnvConfigError(f"prompt_style: expected one of {PROMPT_STYLES}, got {prompt_style!r}")
+        self.families = self._check_families(families)
+        self.split = split if tasks is None else None
+        selected = list(tasks) if tasks is not None else load_split(self.env_name, split)
+        self.tasks = tuple(task for task in selected if task.family in self.families)
+        if not self.tasks:
+            raise EnvConfigError(f"{self.env_name}: expected at least one task of families {list(self.families)}, "
+                                 f"got none (of {len(selected)} tasks)")
+        self.rewards = self._rewards_per_family(reward)
         self.prompt_style = prompt_style
-        self.tasks = tuple(tasks)
         self._task_index = {task.id: task for task in self.tasks}
         self.max_action_chars = max_action_chars
         self.max_tool_calls_per_turn = max_tool_calls_per_turn
@@ -74,6 +105,31 @@ class TextEnv(gym.Env[str, str], ABC):
         self._prompt = ""
         self._done = True
 
+    def _check_families(self, families: Sequence[str] | None) -> tuple[str, ...]:
+        if families is None:
+            return self.task_families
+        if isinstance(families, str):
+            raise EnvConfigError(f"families: expected a sequence of family names, got the string {families!r}")
+        for family in families:
+            if family not in self.task_families:
+                raise EnvConfigError(f"families: expected names among {list(self.task_families)}, got "
+                                     f"{family!r}{did_you_mean(family, self.task_families)}")
+        return tuple(families)
+
+    def _rewards_per_family(self, reward: RewardSpec | None) -> dict[str, RewardFn]:
+        if reward is None:
+            return {family: self.default_reward(family) for family in self.families}
+        if not isinstance(reward, Mapping):
+            if not callable(reward):
+                raise EnvConfigError(f"reward: expected a reward function or a mapping family -> reward "
+                                     f"function, got {type(reward).__name__}")
+            return dict.fromkeys(self.families, reward)
+        missing = [family for family in self.families if family not in reward]
+        if missing:
+            raise EnvConfigError(f"reward: expected a reward function for every family in {list(self.families)}, "
+                                 f"missing {missing}")
+        return {family: reward[family] for family in self.families}
+
     # -- what a subclass provides ----------------------------------------------------------------
     @property
     @abstractmethod
@@ -81,16 +137,48 @@ class TextEnv(gym.Env[str, str], ABC):
         """The tools of this environment."""
 
     @abstractmethod
-    def _begin_episode(self, task: Task) -> None:
-        """Prepare a clean world for ``task`` (may raise SandboxError)."""
+    def default_reward(self, family: str) -> RewardFn:
+        """The reward of ``family`` when the caller passes none."""
 
     @abstractmethod
-    def _score(self, task: Task, trajectory: Trajectory) -> RewardResult:
-        """Gather evidence for a finished trajectory and apply the reward function."""
+    def _begin_episode(self, task: Task) -> None:
+        """Prepare a clean world for ``task`` (may raise an InfrastructureError)."""
+
+    def _evidence(self, task: Task, trajectory: Trajectory) -> dict[str, Any]:
+        """What the env gathers for the verifier once the agent answered (hidden test results, ...).
+
+        May raise an :class:`~tasks.errors.InfrastructureError`; the episode then ends as an infra episode.
+        """
+        return {}
 
     def _instructions(self, task: Task) -> str:
         """Environment-specific instructions placed before the task."""
         return ""
+
+    def _settings(self) -> dict[str, Any]:
+        """Env-specific settings that change what the agent sees or how it is scored (scalars, for the card)."""
+        return {}
+
+    def _sandbox_limits(self) -> tuple[str | None, Mapping[str, Any] | None]:
+        """The sandbox backend and its limits as a dict, for the card; ``(None, None)`` for an env that runs no code."""
+        return None, None
+
+    # -- the card --------------------------------------------------------------------------------
+    @property
+    def card(self) -> EnvCard:
+        """The public description of this env (:func:`agentgym_envs.describe` adds the registry id and turn limit)."""
+        backend, sandbox = self._sandbox_limits()
+        families = {family: FamilyCard(name=family, required_tools=tuple(self.required_tools.get(family, ())),
+                                       reward=reward_terms(self.rewards[family]),
+                                       tasks=sum(task.family == family for task in self.tasks))
+                    for family in self.families}
+        limits = LimitsCard(max_episode_steps=None, max_action_chars=self.max_action_chars,
+                            max_tool_calls_per_turn=self.max_tool_calls_per_turn,
+                            max_observation_chars=self.max_observation_chars,
+                            sandbox_backend=backend, sandbox=sandbox)
+        return EnvCard(env_name=self.env_name, env_id=None, tools=tuple(tool.schema() for tool in self.tools),
+                       families=families, source=task_source(self.env_name, self.split, self.tasks), limits=limits,
+                       settings=self._settings(), prompt_style=self.prompt_style)
 
     # -- the Gymnasium API ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -145,13 +233,18 @@ class TextEnv(gym.Env[str, str], ABC):
         trajectory = Trajectory(turns=(*self._turns, provisional))
         try:
             result = self._score(self.task, trajectory)
-        except SandboxError as exc:
+        except InfrastructureError as exc:
             observation = f"Infrastructure error while checking the answer (not your fault): {exc}"
             return self._record(action, parsed, observation, (), 0.0, terminated=False, truncated=True,
                                 extra={"infra_error": True})
         observation = "Answer received. The episode is over."
         return self._record(action, parsed, observation, (), result.value, terminated=True, truncated=False,
                             extra={"reward_components": dict(result.components), "answer": parsed.answer})
+
+    def _score(self, task: Task, trajectory: Trajectory) -> RewardResult:
+        """The evidence for a finished trajectory, then the family's reward function on it."""
+        result = self.rewards[task.family](task, trajectory, self._evidence(task, trajectory))
+        return result if isinstance(result, RewardResult) else RewardResult(value=float(result))
 
     def _record(self, action: str, parsed: ParsedAction, observation: str,
                 results: Sequence[tuple[Any, ToolResult]], reward: float, *, terminated: bool,
@@ -200,6 +293,9 @@ class TextEnv(gym.Env[str, str], ABC):
 
     def _task_from_option(self, task: Task | str) -> Task:
         if isinstance(task, Task):
+            if task.family not in self.rewards:
+                raise EnvConfigError(f"task {task.id!r}: expected a task of families {list(self.families)}, "
+                                     f"got family {task.family!r}")
             return task
         if task not in self._task_index:
             raise EnvConfigError(f"task: expected a Task or the id of one of this env's {len(self.tasks)} "

@@ -4,6 +4,7 @@
     ├── EnvConfigError          bad constructor arguments or options (also a ValueError)
     ├── UnknownEnvError         an env id that is not registered; suggests the close match
     └── SandboxError            infrastructure faults: never the agent's fault, never scored
+                                (also a tasks.InfrastructureError, the base every layer shares)
         ├── SandboxUnavailableError   the backend cannot run here (no daemon, no bwrap, no image)
         ├── SandboxCrashedError       a kernel, container or namespace died and could not be revived
         └── ImageBuildError           the sandbox base image could not be built
@@ -13,6 +14,8 @@ programming mistakes and for infrastructure that is down.
 """
 
 from __future__ import annotations
+
+from tasks.errors import InfrastructureError
 
 
 class AgentgymError(Exception):
@@ -27,7 +30,7 @@ class UnknownEnvError(AgentgymError, LookupError):
     """An environment id that is not registered."""
 
 
-class SandboxError(AgentgymError):
+class SandboxError(AgentgymError, InfrastructureError):
     """An infrastructure fault in a sandbox (reported as ``infra_error``, never as a wrong answer)."""
 
 

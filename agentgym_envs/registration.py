@@ -10,6 +10,7 @@ from difflib import get_close_matches
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
 from agentgym_envs.errors import UnknownEnvError
 
@@ -37,6 +38,29 @@ def register_envs() -> None:
 def registered_ids() -> list[str]:
     """The ids of every agentrl environment."""
     return sorted(ENV_SPECS)
+
+
+def runs_agent_code(env_id: str) -> bool:
+    """True for an env whose tools run the agent's code in a sandbox, so that it takes ``sandbox=`` and friends.
+
+    Raises:
+        UnknownEnvError: ``env_id`` is not registered.
+    """
+    from agentgym_envs.sandboxed import SandboxEnv  # the env classes import this module's package
+
+    if env_id not in gym.registry:
+        raise UnknownEnvError(unknown_id_message(env_id))
+    entry_point = gym.spec(env_id).entry_point
+    env_class = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    return isinstance(env_class, type) and issubclass(env_class, SandboxEnv)
+
+
+def sandbox_kwargs(env_id: str, backend: str, **settings: Any) -> dict[str, Any]:
+    """``{"sandbox": backend, **settings}`` for an env that runs agent code, ``{}`` for one that runs none.
+
+    Code that makes every agentrl env with one sandbox backend passes ``**sandbox_kwargs(env_id, backend)``.
+    """
+    return {"sandbox": backend, **settings} if runs_agent_code(env_id) else {}
 
 
 def make(env_id: str, **kwargs: Any) -> gym.Env:
@@ -67,4 +91,4 @@ def unknown_id_message(env_id: str) -> str:
     return f"no environment {env_id!r}{hint} The agentrl ids are: {', '.join(registered_ids())}."
 
 
-__all__ = ["ENV_SPECS", "make", "register_envs", "registered_ids"]
+__all__ = ["ENV_SPECS", "make", "register_envs", "registered_ids", "runs_agent_code", "sandbox_kwargs"]

@@ -3,7 +3,7 @@
 A tool's arguments are validated against its schema before it runs; a call that fails
 validation, names an unknown tool or raises an agent-caused error comes back as a failed
 :class:`ToolResult` whose text says what was expected. Infrastructure faults
-(:class:`~agentgym_envs.errors.SandboxError`) come back flagged ``infra_error``.
+(any :class:`~tasks.errors.InfrastructureError`: a sandbox, a service) come back flagged ``infra_error``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 import jsonschema
 
 from agentgym_envs.actions import ParsedToolCall
-from agentgym_envs.errors import EnvConfigError, SandboxError
+from agentgym_envs.errors import EnvConfigError
+from tasks import InfrastructureError
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def argument_errors(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
 def call_tool(tools: Mapping[str, Tool], call: ParsedToolCall) -> ToolResult:
     """Validate and run one tool call; never raises for anything the agent did.
 
-    Raises nothing for agent errors; a :class:`SandboxError` becomes an ``infra_error`` result.
+    Raises nothing for agent errors; an :class:`~tasks.errors.InfrastructureError` becomes an ``infra_error`` result.
     """
     started = time.perf_counter()
     result = _dispatch(tools, call)
@@ -100,7 +101,7 @@ def _dispatch(tools: Mapping[str, Tool], call: ParsedToolCall) -> ToolResult:
                           + f". Expected arguments matching {schema}.", ok=False)
     try:
         return tool.fn(**call.arguments)
-    except SandboxError as exc:
+    except InfrastructureError as exc:
         return ToolResult(f"Infrastructure error while running {tool.name} (not your fault): {exc}",
                           ok=False, infra_error=True)
 

@@ -8,7 +8,7 @@ from tasks.curriculum import (
     UniformSampler,
     make_sampler,
 )
-from tasks.errors import SplitIntegrityError, TaskError, UnknownTaskError
+from tasks.errors import InfrastructureError, SplitIntegrityError, TaskError, UnknownTaskError
 from tasks.python_code import CODE_TEMPLATES, generate_code_task, generate_code_tasks
 from tasks.python_math import MATH_TEMPLATES, generate_math_task, generate_math_tasks
 from tasks.records import Document, Task, ToolCall, Trajectory, Turn
@@ -30,6 +30,7 @@ __all__ = [
     "Document",
     "FailureReplaySampler",
     "GoalProposer",
+    "InfrastructureError",
     "LearnabilitySampler",
     "RelabeledEpisode",
     "SearchWorld",

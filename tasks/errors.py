@@ -3,12 +3,25 @@
     TaskError
     ├── UnknownTaskError      a task id, family or split that does not exist
     └── SplitIntegrityError   a bundled split file changed without its manifest
+
+    InfrastructureError       the base of every infrastructure fault in every layer
+
+:class:`InfrastructureError` lives here, in the bottom layer, so that every layer above can raise
+and catch the same one: a sandbox that died (``agentgym_envs``), a judge endpoint that does not
+answer (``rewards``), a retrieval service that is down. It means "nothing the agent's own code can
+cause": an episode it ends is left out of the loss and of every evaluation rate, never scored.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+
+
+class InfrastructureError(Exception):
+    """A fault the agent's own code cannot cause: a dead or paused container, a frozen cgroup, a daemon or
+    service that does not answer. Whatever the agent's processes do to themselves is the agent's outcome and
+    is never reported as this error."""
 
 
 class TaskError(Exception):

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from agentgym_envs.core import TextEnv
+from agentgym_envs.core import RewardSpec, TextEnv
 from agentgym_envs.errors import EnvConfigError
-from agentgym_envs.sandbox import BACKENDS
 from agentgym_envs.search.corpus import resolve_corpus
 from agentgym_envs.search.errors import UnknownDocumentError
 from agentgym_envs.search.passages import PAGE_CHARS, paginate
@@ -30,16 +29,16 @@ from agentgym_envs.tools import Tool, ToolResult
 from rewards import (
     CompositeReward,
     RewardFn,
-    RewardResult,
     Term,
     exact_match_reward,
     f1_reward,
     format_reward,
     make_tool_shaping_reward,
 )
-from tasks import Document, Task, Trajectory, load_split
+from tasks import Document, Task, Trajectory
 
 FAMILIES = ("single", "bridge", "comparison")
+REQUIRED_TOOLS = dict.fromkeys(FAMILIES, ("search",))
 DEFAULT_CORPUS = "fictional-v1"
 MAX_K = 20
 DEFAULT_K = 5
@@ -83,7 +82,7 @@ def default_reward() -> CompositeReward:
         Term("outcome", exact_match_reward, weight=1.0),
         Term("f1", f1_reward, weight=0.0),
         Term("format", format_reward, weight=0.0),
-        Term("tool_use", make_tool_shaping_reward(required_tools=("search",)), weight=0.0),
+        Term("tool_use", make_tool_shaping_reward(required_tools=REQUIRED_TOOLS["single"]), weight=0.0),
     ])
 
 
@@ -91,9 +90,6 @@ class SearchEnv(TextEnv):
     """Question answering with a search engine over a corpus.
 
     Args:
-        split: Bundled split to draw tasks from (``"train"``, ``"dev"``, ``"test"``).
-        families: Task families to keep (``"single"``, ``"bridge"``, ``"comparison"``).
-        tasks: Explicit tasks instead of a split.
         corpus: The documents: a bundled corpus name (default ``"fictional-v1"``), a JSONL file of
             ``{"id", "title", "text"}``, or a sequence of :class:`~tasks.records.Document`. Loaded on the
             first ``reset``; unused when ``retriever`` is given.
@@ -102,12 +98,10 @@ class SearchEnv(TextEnv):
             protocol (shared, so this env does not close it). For ``AsyncVectorEnv`` pass None or a URL:
             each worker then opens the same saved index (memory-mapped) or talks to the one service.
         index_dir: Where the in-process index lives (default ``~/.cache/agentrl/bm25/<key>``).
-        reward: The reward function; defaults to :func:`default_reward`.
         page_chars: Length of a page of ``open``.
-        sandbox: Accepted and ignored (Search runs no code), so that code passing ``sandbox=`` to every
-            agentrl env works; it must still name a backend (``"docker"``, ``"bwrap"``, ``"local"``) or be None.
-        max_action_chars, max_tool_calls_per_turn, max_observation_chars, render_mode, prompt_style: See
-            :class:`~agentgym_envs.core.TextEnv`.
+        split, families, tasks, reward, max_action_chars, max_tool_calls_per_turn, max_observation_chars,
+            render_mode, prompt_style: See :class:`~agentgym_envs.core.TextEnv` (families: ``"single"``,
+            ``"bridge"``, ``"comparison"``). Search runs no agent code, so it takes no ``sandbox``.
 
     Example:
         >>> import gymnasium as gym, agentgym_envs                                  # doctest: +SKIP
@@ -117,33 +111,27 @@ class SearchEnv(TextEnv):
     """
 
     env_name: ClassVar[str] = "Search"
+    task_families: ClassVar[tuple[str, ...]] = FAMILIES
+    required_tools: ClassVar[dict[str, tuple[str, ...]]] = REQUIRED_TOOLS
 
-    def __init__(self, *, split: str = "train", families: Sequence[str] = FAMILIES,
-                 tasks: Sequence[Task] | None = None, corpus: Sequence[Document] | str = DEFAULT_CORPUS,
-                 retriever: Retriever | str | None = None, index_dir: str | None = None,
-                 reward: RewardFn | None = None, page_chars: int = PAGE_CHARS, sandbox: str | None = None,
-                 max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
-                 max_observation_chars: int = 32_768, render_mode: str | None = None,
-                 prompt_style: str = "full") -> None:
-        unknown = set(families) - set(FAMILIES)
-        if unknown:
-            raise EnvConfigError(f"families: expected a subset of {FAMILIES}, got {sorted(unknown)}")
-        if sandbox is not None and sandbox not in BACKENDS:
-            raise EnvConfigError(f"sandbox: expected None or one of {BACKENDS} (ignored by Search), got {sandbox!r}")
+    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
+                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None,
+                 corpus: Sequence[Document] | str = DEFAULT_CORPUS, retriever: Retriever | str | None = None,
+                 index_dir: str | None = None, page_chars: int = PAGE_CHARS, max_action_chars: int = 32_768,
+                 max_tool_calls_per_turn: int = 4, max_observation_chars: int = 32_768,
+                 render_mode: str | None = None, prompt_style: str = "full") -> None:
         if page_chars < 200:
             raise EnvConfigError(f"page_chars: expected >= 200, got {page_chars}")
-        selected = list(tasks) if tasks is not None else load_split(self.env_name, split)
-        super().__init__([t for t in selected if t.family in families], max_action_chars=max_action_chars,
-                         max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode,
-                         prompt_style=prompt_style)
         if retriever is not None and not isinstance(retriever, str | Retriever):
             raise EnvConfigError(f"retriever: expected None, a URL or a Retriever, got {type(retriever).__name__}")
+        super().__init__(split=split, families=families, tasks=tasks, reward=reward,
+                         max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
+                         max_observation_chars=max_observation_chars, render_mode=render_mode,
+                         prompt_style=prompt_style)
         if retriever is None and _is_corpus_name(corpus):
             _check_task_corpus(self.tasks, corpus)
         self.corpus = corpus
         self.index_dir = index_dir
-        self.reward = reward if reward is not None else default_reward()
         self.page_chars = page_chars
         self._retriever_spec = retriever
         self._retriever: Retriever | None = None
@@ -178,8 +166,18 @@ class SearchEnv(TextEnv):
                 self._retriever = spec
         return self._retriever
 
+    def default_reward(self, family: str) -> RewardFn:
+        """:func:`default_reward` (the same for every family)."""
+        return default_reward()
+
     def _instructions(self, task: Task) -> str:
         return INSTRUCTIONS
+
+    def _settings(self) -> dict[str, Any]:
+        corpus = self.corpus if isinstance(self.corpus, str) else f"custom ({len(self.corpus)} documents)"
+        retriever = self._retriever_spec
+        source = "in-process" if retriever is None else retriever if isinstance(retriever, str) else "custom"
+        return {"corpus": corpus, "retriever": source, "page_chars": self.page_chars}
 
     def _begin_episode(self, task: Task) -> None:
         self._require_retriever()  # build or load the index now, not inside the first tool call
@@ -214,10 +212,9 @@ class SearchEnv(TextEnv):
         return ToolResult(f"{header}\n\n{pages[page - 1]}\n\n{footer}")
 
     # -- scoring --------------------------------------------------------------------------------
-    def _score(self, task: Task, trajectory: Trajectory) -> RewardResult:
-        evidence: dict[str, Any] = {"retrieved_doc_ids": tuple(self._retrieved), "opened_doc_ids": tuple(self._opened)}
-        result = self.reward(task, trajectory, evidence)
-        return result if isinstance(result, RewardResult) else RewardResult(value=float(result))
+    def _evidence(self, task: Task, trajectory: Trajectory) -> dict[str, Any]:
+        """The doc ids the episode's searches returned and the ones it opened."""
+        return {"retrieved_doc_ids": tuple(self._retrieved), "opened_doc_ids": tuple(self._opened)}
 
     def close(self) -> None:
         """Close the retriever (and its HTTP connections) if this env created it; idempotent."""

@@ -1,8 +1,8 @@
 """Property, for every registered id: any action text gives a valid step and never raises.
 
 Parametrized over :data:`agentgym_envs.registration.ENV_SPECS`, so a newly registered environment is
-fuzzed automatically. Every env is made with ``sandbox=<backend>`` (envs that run no code accept and
-ignore it), once per real backend.
+fuzzed automatically. Every env that runs agent code is made with ``sandbox=<backend>``, once per real
+backend.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentgym_envs.registration import ENV_SPECS
+from agentgym_envs.registration import ENV_SPECS, sandbox_kwargs
 
 INFO_KEYS = {"turn", "tool", "tool_calls", "ok", "latency_s", "infra_error", "format_errors", "task_id"}
 TAGS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>", "</answer>"]
@@ -51,7 +51,8 @@ def made() -> Iterator[dict[tuple[str, str], gym.Env]]:
 
 @pytest.mark.parametrize("env_id", sorted(ENV_SPECS))
 def test_any_action_gives_a_valid_step(env_id: str, backend: str, made: dict[tuple[str, str], gym.Env]) -> None:
-    env = made.get((env_id, backend)) or made.setdefault((env_id, backend), gym.make(env_id, sandbox=backend))
+    env = made.get((env_id, backend)) or made.setdefault((env_id, backend),
+                                                       gym.make(env_id, **sandbox_kwargs(env_id, backend)))
     _, info = env.reset(seed=0)
     names = [tool["function"]["name"] for tool in info["tools"]]
 

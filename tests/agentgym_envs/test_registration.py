@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import agentgym_envs
 from agentgym_envs.errors import UnknownEnvError
-from agentgym_envs.registration import registered_ids
+from agentgym_envs.registration import registered_ids, runs_agent_code, sandbox_kwargs
 
 SCRIPTED_ACTIONS = [
     '<tool_call>{"name": "python", "arguments": {"code": "x = 21 * 2\\nprint(x)"}}</tool_call>',
@@ -43,10 +43,20 @@ def test_mistyped_id_suggests_the_close_match():
         agentgym_envs.make("pythonsandbox-v0")
 
 
+def test_only_envs_that_run_agent_code_take_a_sandbox():
+    assert runs_agent_code("agentrl/PythonSandbox-v0") and not runs_agent_code("agentrl/Search-v0")
+    assert sandbox_kwargs("agentrl/PythonSandbox-v0", "bwrap") == {"sandbox": "bwrap"}
+    assert sandbox_kwargs("agentrl/Search-v0", "bwrap") == {}
+    with pytest.raises(TypeError, match="sandbox"):  # an env that runs no code refuses the argument
+        gym.make("agentrl/Search-v0", sandbox="bwrap")
+    with pytest.raises(UnknownEnvError, match="did you mean"):
+        runs_agent_code("agentrl/Serch-v0")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", registered_ids())
 def test_check_env_passes(env_id, backend):
-    env = gym.make(env_id, sandbox=backend)
+    env = gym.make(env_id, **sandbox_kwargs(env_id, backend))
     try:
         check_env(env.unwrapped, skip_render_check=True)
     finally:
@@ -54,7 +64,7 @@ def test_check_env_passes(env_id, backend):
 
 
 def _rollout(env_id: str, backend: str, seed: int) -> list[str]:
-    env = gym.make(env_id, sandbox=backend)
+    env = gym.make(env_id, **sandbox_kwargs(env_id, backend))
     try:
         observation, info = env.reset(seed=seed)
         transcript = [observation, json.dumps(info["tools"], sort_keys=True)]

@@ -148,7 +148,7 @@ def test_dead_container_is_an_infrastructure_error_not_a_wrong_answer(backend_pr
     env = PythonSandboxEnv(sandbox="docker", split="test")
     try:
         env.reset(options={"task": MATH.id})
-        env.unwrapped._sandbox.container.kill()
+        env.unwrapped.sandbox.container.kill()
         observation, reward, terminated, truncated, info = env.step(python_call("print(1)"))
         assert info["infra_error"] and info["tool_calls"][0]["infra_error"]
         assert truncated and not terminated and reward == 0.0

@@ -183,7 +183,7 @@ def test_check_env_passes(own_index_env):
 
 
 def rollout(tasks, corpus, index_dir, seed: int) -> list[str]:
-    env = gym.make("agentrl/Search-v0", tasks=tasks, corpus=corpus, index_dir=str(index_dir), sandbox="bwrap")
+    env = gym.make("agentrl/Search-v0", tasks=tasks, corpus=corpus, index_dir=str(index_dir))
     try:
         observation, info = env.reset(seed=seed)
         transcript = [observation, json.dumps(info["tools"], sort_keys=True)]
@@ -226,8 +226,8 @@ def test_families_select_tasks_and_bad_arguments_are_refused(tasks, corpus):
     assert {task.family for task in env.tasks} == {"bridge"}
     with pytest.raises(EnvConfigError, match="families"):
         SearchEnv(tasks=tasks, corpus=corpus, families=("trivia",))
-    with pytest.raises(EnvConfigError, match="sandbox"):
-        SearchEnv(tasks=tasks, corpus=corpus, sandbox="dokcer")
+    with pytest.raises(EnvConfigError, match="did you mean 'bridge'"):
+        SearchEnv(tasks=tasks, corpus=corpus, families=("bridg",))
     with pytest.raises(EnvConfigError, match="written for corpus"):
         SearchEnv(tasks=tasks, corpus="fictional-v1")  # these tasks are about another world
     with pytest.raises(EnvConfigError, match="retriever"):

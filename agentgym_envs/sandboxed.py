@@ -1,0 +1,100 @@
+"""The base class of environments whose tools run the agent's code in a sandbox.
+
+:class:`SandboxEnv` owns the sandbox's life: a clean one at every ``reset`` (the current one reset,
+or a new one when it is gone or broken), borrowed from a shared
+:class:`~agentgym_envs.sandbox.docker.DockerSandboxPool` when one is given, and released on
+``close``. Its backend and limits go into the env's card. A subclass adds its tools (which reach
+the sandbox through :attr:`SandboxEnv.sandbox`) and, through :meth:`SandboxEnv._prepare_sandbox`,
+what a task puts into the sandbox before the agent's first turn (files, a repository).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentgym_envs.core import RewardSpec, TextEnv
+from agentgym_envs.errors import EnvConfigError
+from agentgym_envs.sandbox import BACKENDS, KernelSandbox, SandboxLimits, open_sandbox
+from tasks import Task
+
+if TYPE_CHECKING:  # the docker SDK is imported only when the docker backend is used
+    from agentgym_envs.sandbox.docker import DockerSandboxPool
+
+
+class SandboxEnv(TextEnv):
+    """A :class:`~agentgym_envs.core.TextEnv` with a sandbox per episode.
+
+    Args:
+        sandbox: Backend: ``"docker"`` (default), ``"bwrap"`` or ``"local"`` (debugging only).
+        sandbox_limits: Limits of the sandbox (timeout, memory, pids, output, disk).
+        sandbox_pool: A :class:`~agentgym_envs.sandbox.docker.DockerSandboxPool` to borrow a sandbox
+            from, shared by many envs; the sandbox goes back to the pool on ``close()``.
+        split, families, tasks, reward, max_action_chars, max_tool_calls_per_turn, max_observation_chars,
+            render_mode, prompt_style: See :class:`~agentgym_envs.core.TextEnv`.
+
+    Raises:
+        EnvConfigError: An unknown backend, or a pool given with another backend than ``"docker"``.
+    """
+
+    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
+                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None, sandbox: str = "docker",
+                 sandbox_limits: SandboxLimits | None = None, sandbox_pool: DockerSandboxPool | None = None,
+                 max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
+                 max_observation_chars: int = 32_768, render_mode: str | None = None,
+                 prompt_style: str = "full") -> None:
+        if sandbox not in BACKENDS:
+            raise EnvConfigError(f"sandbox: expected one of {BACKENDS}, got {sandbox!r}")
+        if sandbox_pool is not None and sandbox != "docker":
+            raise EnvConfigError(f"sandbox_pool: a pool holds docker sandboxes, got sandbox={sandbox!r}; "
+                                 "pass sandbox='docker' or no pool")
+        super().__init__(split=split, families=families, tasks=tasks, reward=reward,
+                         max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
+                         max_observation_chars=max_observation_chars, render_mode=render_mode,
+                         prompt_style=prompt_style)
+        self.backend = sandbox
+        self.sandbox_limits = sandbox_pool.limits if sandbox_pool is not None else sandbox_limits or SandboxLimits()
+        self._pool = sandbox_pool
+        self._sandbox: KernelSandbox | None = None
+
+    @property
+    def sandbox(self) -> KernelSandbox:
+        """The current episode's sandbox (the stress harness injects faults through it).
+
+        Raises:
+            EnvConfigError: No episode has started yet (call ``reset()`` first).
+        """
+        if self._sandbox is None:
+            raise EnvConfigError("the sandbox is not started: call reset() first")
+        return self._sandbox
+
+    def _prepare_sandbox(self, task: Task) -> None:
+        """Put what ``task`` needs into the fresh sandbox before the agent's first turn (nothing by default)."""
+
+    def _begin_episode(self, task: Task) -> None:
+        """A clean sandbox: the current one reset, or a new one when it is gone or broken; then the task's files."""
+        if self._sandbox is not None and self._sandbox.healthy():
+            self._sandbox.reset()
+        else:
+            self._release_sandbox()
+            self._sandbox = self._pool.acquire() if self._pool is not None else open_sandbox(self.backend,
+                                                                                              self.sandbox_limits)
+        self._prepare_sandbox(task)
+
+    def _sandbox_limits(self) -> tuple[str | None, Mapping[str, Any] | None]:
+        return self.backend, dataclasses.asdict(self.sandbox_limits)
+
+    def _release_sandbox(self) -> None:
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is None:
+            return
+        if self._pool is not None:
+            self._pool.release(sandbox)
+        else:
+            sandbox.close()
+
+    def close(self) -> None:
+        """Close (or return to its pool) the sandbox; idempotent."""
+        self._release_sandbox()
+        super().close()
