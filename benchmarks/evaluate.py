@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import json
 import math
 import os
@@ -55,7 +54,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,26 +64,22 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import agentgym_envs  # noqa: F401  (registers the agentrl/... ids)
-from agentgym_envs.errors import SandboxCrashedError
-from agentgym_envs.policies import Policy, PythonOraclePolicy, RandomPolicy, SearchOraclePolicy, run_episode
-from agentgym_envs.policies.base import EpisodeResult, prompt_only
-from rewards import CompositeReward
+from agentgym_envs import describe  # importing the package registers the agentrl/... ids
+from agentgym_envs.policies import Policy, PythonOraclePolicy, RandomPolicy, ScriptedAgent, SearchOraclePolicy
+from agentgym_envs.policies.base import prompt_only
+from agentgym_envs.registration import sandbox_kwargs
+from agentgym_envs.runner import EnvPool, Episode, EpisodeRequest, EpisodeRunner, group_requests, scored
 from tasks import Task
-from tasks.splits import bundle_manifest
-from trainers.rollout import Episode, EpisodeRequest, group_requests
 
 SUITES = {"search": "agentrl/Search-v0", "python": "agentrl/PythonSandbox-v0"}
 """Suite name to the registry id of its environment."""
 BASELINES = ("oracle", "random")
-SUCCESS_COMPONENT = "outcome"
-"""The reward component that says whether a task was solved (1.0 = solved); the reward itself when absent."""
-FINGERPRINT_VERSION = 1
-NOT_COMPARED = frozenset({"split", "split_sha256", "tasks"})
+
+FINGERPRINT_VERSION = 2
+"""2: the fingerprint of an env is its card (:class:`agentgym_envs.EnvCard`)."""
+NOT_COMPARED = frozenset({"split", "split_sha256", "tasks", "tasks_sha256"})
 """Fingerprint keys that differ between a training and an evaluation split by design."""
-ENV_SETTINGS = ("prompt_style", "max_action_chars", "max_tool_calls_per_turn", "max_observation_chars",
-                "page_chars", "corpus", "backend", "test_timeout_s")
-"""Attributes of an env's ``unwrapped`` recorded in its fingerprint, when it has them."""
+
 ROLLOUT_LIMITS = ("max_turns", "max_tokens_per_turn", "max_context_tokens")
 ABSENT = "(absent)"
 
@@ -181,71 +176,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 # ---------------------------------------------------------------------------------------------- episodes
 
 
-@dataclass(frozen=True)
-class EpisodeOutcome:
-    """One episode, reduced to what the report needs (from a scripted episode or a rollout-engine one).
-
-    Attributes:
-        task_id: The task.
-        difficulty: The task's difficulty level.
-        seed: The episode's reset seed (it tells the samples of a task apart).
-        reward: Final reward (0.0 when the episode did not end with an answer).
-        components: Reward components of the final step (empty when unanswered).
-        turns: Actions taken.
-        tool_calls: ``(name, ok, infra_error)`` per tool call.
-        stop_reason: ``answered``, ``turn_limit``, ``max_turns``, ``context`` or ``infra_error``.
-    """
-
-    task_id: str
-    difficulty: int
-    seed: int
-    reward: float
-    components: Mapping[str, float]
-    turns: int
-    tool_calls: tuple[tuple[str, bool, bool], ...]
-    stop_reason: str
-
-    @property
-    def infra_error(self) -> bool:
-        """An infrastructure fault ended the episode: it counts in no rate."""
-        return self.stop_reason == "infra_error"
-
-    @property
-    def success(self) -> bool:
-        """The task was solved: the outcome component (or the reward) is 1."""
-        return self.components.get(SUCCESS_COMPONENT, self.reward) >= 1.0 - 1e-9
-
-    def row(self, model: str, suite: str) -> dict[str, Any]:
-        """One line of ``episodes.jsonl``."""
-        return {"model": model, "suite": suite, "task_id": self.task_id, "difficulty": self.difficulty,
-                "seed": self.seed, "success": self.success, "reward": self.reward, "turns": self.turns,
-                "tool_calls": len(self.tool_calls), "stop_reason": self.stop_reason}
-
-
-def outcome_from_scripted(request: EpisodeRequest, result: EpisodeResult) -> EpisodeOutcome:
-    """The outcome of a :func:`~agentgym_envs.policies.run_episode` result."""
-    final = result.infos[-1] if result.infos else {}
-    stop = "answered" if result.terminated else "infra_error" if result.infra_error else "turn_limit"
-    calls = tuple((call.name, call.ok, call.infra_error) for call in result.trajectory.tool_calls)
-    return EpisodeOutcome(task_id=request.task.id, difficulty=request.task.difficulty, seed=request.seed,
-                          reward=result.reward, components=dict(final.get("reward_components", {})),
-                          turns=result.turns,
-                          tool_calls=calls, stop_reason=stop)
-
-
-def outcome_from_episode(request: EpisodeRequest, episode: Episode) -> EpisodeOutcome:
-    """The outcome of a rollout-engine :class:`~trainers.rollout.Episode`."""
-    calls = tuple((call["name"], bool(call["ok"]), bool(call["infra_error"])) for call in episode.tool_calls)
-    return EpisodeOutcome(task_id=request.task.id, difficulty=request.task.difficulty, seed=request.seed,
-                          reward=episode.reward,
-                          components=dict(episode.reward_components), turns=len(episode.turns),
-                          tool_calls=calls, stop_reason=episode.stop_reason)
-
-
-def infra_outcome(request: EpisodeRequest) -> EpisodeOutcome:
-    """An episode that a sandbox fault ended before or while it ran."""
-    return EpisodeOutcome(task_id=request.task.id, difficulty=request.task.difficulty, seed=request.seed,
-                          reward=0.0, components={}, turns=0, tool_calls=(), stop_reason="infra_error")
+def episode_row(episode: Episode, model: str, suite: str) -> dict[str, Any]:
+    """One line of ``episodes.jsonl``."""
+    return {"model": model, "suite": suite, "task_id": episode.task_id, "difficulty": episode.difficulty,
+            "seed": episode.seed, "success": episode.success, "reward": episode.reward, "turns": len(episode.turns),
+            "tool_calls": len(episode.tool_calls), "stop_reason": episode.stop_reason}
 
 
 # ---------------------------------------------------------------------------------------------- players
@@ -278,10 +213,9 @@ def baseline(name: str, suite: str) -> Baseline:
 
 def make_env(suite: str, config: EvalConfig) -> gym.Env:
     """The evaluation env of ``suite``: the bundled split, the prompt style, and the sandbox for PythonSandbox."""
-    kwargs: dict[str, Any] = {"split": config.split, "prompt_style": config.prompt_style}
-    if suite == "python":
-        kwargs["sandbox"] = config.sandbox
-    return gym.make(SUITES[suite], **kwargs)
+    env_id = SUITES[suite]
+    return gym.make(env_id, split=config.split, prompt_style=config.prompt_style,
+                    **sandbox_kwargs(env_id, config.sandbox))
 
 
 def suite_tasks(env: gym.Env, config: EvalConfig) -> list[Task]:
@@ -291,20 +225,17 @@ def suite_tasks(env: gym.Env, config: EvalConfig) -> list[Task]:
 
 
 def play_scripted(name: str, suite: str, env: gym.Env, requests: Sequence[EpisodeRequest],
-                  advance: Callable[[int], None]) -> list[EpisodeOutcome]:
+                  advance: Callable[[int], None]) -> list[Episode]:
     """Play the scripted policy ``name`` on every request, one after another, in one env."""
     policy_kind = baseline(name, suite)
-    outcomes = []
+    agent = ScriptedAgent(lambda request: policy_kind.make(request.seed),
+                          shown=None if policy_kind.sees_reference else prompt_only)
+    runner = EpisodeRunner(EnvPool(lambda _: env), workers=1)
+    episodes = []
     for request in requests:
-        shown = request.task if policy_kind.sees_reference else prompt_only(request.task)
-        try:
-            result = run_episode(env, policy_kind.make(request.seed), request.task, seed=request.seed,
-                                 shown_task=shown)
-            outcomes.append(outcome_from_scripted(request, result))
-        except SandboxCrashedError:  # a sandbox that dies at reset is the infrastructure's fault, not the policy's
-            outcomes.append(infra_outcome(request))
+        episodes += runner.run(agent, [request])
         advance(1)
-    return outcomes
+    return episodes
 
 
 class ModelPlayer:
@@ -330,11 +261,11 @@ class ModelPlayer:
         self.max_context_tokens = min(config.max_context_tokens, positions)
 
     def play(self, suite: str, requests: Sequence[EpisodeRequest], temperature: float, turn_limit: int,
-             advance: Callable[[int], None]) -> list[EpisodeOutcome]:
+             advance: Callable[[int], None]) -> list[Episode]:
         """Roll out every request in batches of ``batch_size``, seeding torch before each batch."""
         import torch
 
-        from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine
+        from trainers.rollout import RolloutConfig, RolloutEngine
 
         rollout = RolloutConfig(max_turns=self.config.max_turns or turn_limit,
                                 max_tokens_per_turn=self.config.max_tokens_per_turn,
@@ -343,17 +274,16 @@ class ModelPlayer:
                                 tool_workers=self.config.batch_size)
         pool = EnvPool(lambda env_id: make_env(suite, self.config))
         engine = RolloutEngine(self.generator, self.tokenizer, pool, rollout)
-        outcomes: list[EpisodeOutcome] = []
+        episodes: list[Episode] = []
         try:
             for index, start in enumerate(range(0, len(requests), self.config.batch_size)):
                 batch = requests[start:start + self.config.batch_size]
                 torch.manual_seed(self.config.seed + index)
-                episodes = engine.run(batch)
-                outcomes += [outcome_from_episode(r, e) for r, e in zip(batch, episodes, strict=True)]
+                episodes += engine.run(batch)
                 advance(len(batch))
         finally:
             pool.close()
-        return outcomes
+        return episodes
 
     def rollout_settings(self, temperature: float) -> dict[str, Any]:
         """The limits (``max_turns`` None: the env's turn limit) and sampling this model was evaluated under."""
@@ -416,31 +346,30 @@ def _mean(values: Sequence[float]) -> float:
     return float(statistics.fmean(values)) if values else 0.0
 
 
-def per_task_counts(outcomes: Sequence[EpisodeOutcome]) -> dict[str, tuple[int, int]]:
-    """``task_id -> (n, c)``: valid episodes and solved ones (infrastructure faults left out)."""
+def per_task_counts(outcomes: Sequence[Episode]) -> dict[str, tuple[int, int]]:
+    """``task_id -> (n, c)``: scored episodes and solved ones (infrastructure faults left out)."""
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for outcome in outcomes:
-        if not outcome.infra_error:
-            counts[outcome.task_id][0] += 1
-            counts[outcome.task_id][1] += outcome.success
+    for outcome in scored(outcomes):
+        counts[outcome.task_id][0] += 1
+        counts[outcome.task_id][1] += outcome.success
     return {task_id: (n, c) for task_id, (n, c) in counts.items()}
 
 
-def mean_pass_at_k(outcomes: Sequence[EpisodeOutcome], k: int) -> float:
+def mean_pass_at_k(outcomes: Sequence[Episode], k: int) -> float:
     """pass@k averaged over the tasks with at least ``k`` valid episodes."""
     scores = [pass_at_k(n, c, k) for n, c in per_task_counts(outcomes).values() if n >= k]
     return _mean(scores)
 
 
-def reward_component_means(outcomes: Sequence[EpisodeOutcome]) -> dict[str, float]:
+def reward_component_means(outcomes: Sequence[Episode]) -> dict[str, float]:
     """Mean of each component over the episodes (an episode without the component scores 0 on it)."""
-    names = sorted({name for outcome in outcomes for name in outcome.components})
-    return {name: _mean([o.components.get(name, 0.0) for o in outcomes]) for name in names}
+    names = sorted({name for outcome in outcomes for name in outcome.reward_components})
+    return {name: _mean([o.reward_components.get(name, 0.0) for o in outcomes]) for name in names}
 
 
-def difficulty_table(outcomes: Sequence[EpisodeOutcome]) -> dict[str, dict[str, float]]:
+def difficulty_table(outcomes: Sequence[Episode]) -> dict[str, dict[str, float]]:
     """Per difficulty level: tasks, pass@1 and mean reward."""
-    levels: dict[int, list[EpisodeOutcome]] = defaultdict(list)
+    levels: dict[int, list[Episode]] = defaultdict(list)
     for outcome in outcomes:
         levels[outcome.difficulty].append(outcome)
     return {str(level): {"tasks": len({o.task_id for o in group}), "pass@1": mean_pass_at_k(group, 1),
@@ -448,12 +377,12 @@ def difficulty_table(outcomes: Sequence[EpisodeOutcome]) -> dict[str, dict[str, 
             for level, group in sorted(levels.items())}
 
 
-def tool_table(outcomes: Sequence[EpisodeOutcome]) -> dict[str, dict[str, float]]:
+def tool_table(outcomes: Sequence[Episode]) -> dict[str, dict[str, float]]:
     """Per tool: calls per episode, the agent's failure rate, and calls an infrastructure fault failed."""
     calls: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
     for outcome in outcomes:
-        for name, ok, infra in outcome.tool_calls:
-            calls[name].append((ok, infra))
+        for call in outcome.tool_calls:
+            calls[call["name"]].append((bool(call["ok"]), bool(call["infra_error"])))
     table = {}
     for name, results in sorted(calls.items()):
         agent = [ok for ok, infra in results if not infra]
@@ -463,15 +392,15 @@ def tool_table(outcomes: Sequence[EpisodeOutcome]) -> dict[str, dict[str, float]
     return table
 
 
-def turn_statistics(outcomes: Sequence[EpisodeOutcome]) -> tuple[dict[str, float], dict[str, int]]:
+def turn_statistics(outcomes: Sequence[Episode]) -> tuple[dict[str, float], dict[str, int]]:
     """Mean, median and max turns, and the histogram of turns per episode."""
-    turns = [outcome.turns for outcome in outcomes]
+    turns = [len(outcome.turns) for outcome in outcomes]
     stats = {"mean": _mean(turns), "median": float(statistics.median(turns)), "max": float(max(turns))}
     return stats, {str(count): number for count, number in sorted(Counter(turns).items())}
 
 
-def summarize(model: str, suite: str, kind: str, outcomes: Sequence[EpisodeOutcome], *, samples: int,
-              ks: Sequence[int], greedy: Sequence[EpisodeOutcome] | None = None,
+def summarize(model: str, suite: str, kind: str, outcomes: Sequence[Episode], *, samples: int,
+              ks: Sequence[int], greedy: Sequence[Episode] | None = None,
               settings: Mapping[str, Any] | None = None, notes: Sequence[str] = ()) -> SuiteResult:
     """Reduce one model's episodes on one suite to a :class:`SuiteResult`.
 
@@ -486,7 +415,7 @@ def summarize(model: str, suite: str, kind: str, outcomes: Sequence[EpisodeOutco
         settings: Sampling and limits, reported as they are.
         notes: Extra notes.
     """
-    valid = [outcome for outcome in outcomes if not outcome.infra_error]
+    valid = scored(outcomes)
     turns, histogram = turn_statistics(outcomes)
     return SuiteResult(
         model=model, suite=suite, env_id=SUITES[suite], kind=kind, tasks=len({o.task_id for o in outcomes}),
@@ -502,68 +431,14 @@ def summarize(model: str, suite: str, kind: str, outcomes: Sequence[EpisodeOutco
 # ---------------------------------------------------------------------------------------------- fingerprints
 
 
-def qualified_name(fn: object) -> str:
-    """``module.qualname`` of a function (or of a callable object's class)."""
-    target = fn if hasattr(fn, "__qualname__") else type(fn)
-    return f"{getattr(target, '__module__', '?')}.{target.__qualname__}"
-
-
-def describe_reward(reward: object) -> dict[str, Any]:
-    """A composite's terms (weight, cap, function), or the function's name for any other reward."""
-    if isinstance(reward, CompositeReward):
-        return {term.name: {"weight": float(term.weight), "cap": list(term.cap) if term.cap else None,
-                            "fn": qualified_name(term.fn)} for term in reward.terms}
-    return {"fn": qualified_name(reward)}
-
-
-def reward_fingerprint(unwrapped: gym.Env) -> dict[str, Any]:
-    """The reward of an env: per family when it has one per family (``rewards``), else under ``"all"``."""
-    if isinstance(getattr(unwrapped, "rewards", None), Mapping):
-        return {family: describe_reward(fn) for family, fn in sorted(unwrapped.rewards.items())}
-    if hasattr(unwrapped, "reward"):
-        return {"all": describe_reward(unwrapped.reward)}
-    return {}
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-friendly form of a setting: dataclasses as dicts, anything else not a scalar named by its type."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return asdict(value)
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return f"custom ({type(value).__name__})"
-
-
-def data_fingerprint(unwrapped: gym.Env, split: str | None) -> dict[str, Any]:
-    """The bundled data behind an env: the manifest's hash and generator versions, and the split used."""
-    manifest = bundle_manifest(unwrapped.env_name)
-    canonical = json.dumps(manifest, sort_keys=True).encode()
-    versions = sorted({str(task.metadata.get("generator_version")) for task in unwrapped.tasks})
-    entry = manifest["splits"].get(split or "", {})
-    return {"manifest_sha256": hashlib.sha256(canonical).hexdigest(),
-            "generator_versions": manifest.get("generator_versions", {}),
-            "task_generator_versions": versions, "split": split, "split_sha256": entry.get("sha256"),
-            "tasks": len(unwrapped.tasks)}
-
-
-def env_fingerprint(env: gym.Env, split: str | None) -> dict[str, Any]:
-    """What must match between training and evaluation for one env (no reset needed: no sandbox starts).
-
-    Args:
-        env: A ``gym.make`` env.
-        split: The bundled split it was made with (None for explicit tasks).
-    """
-    unwrapped = env.unwrapped
-    limits = getattr(unwrapped, "sandbox_limits", None)
-    return {
-        "env_id": env.spec.id if env.spec else type(unwrapped).__name__,
-        "max_episode_steps": env.spec.max_episode_steps if env.spec else None,
-        "tools": {tool.name: tool.schema() for tool in unwrapped.tools},
-        "settings": {name: _plain(getattr(unwrapped, name)) for name in ENV_SETTINGS if hasattr(unwrapped, name)},
-        "sandbox_limits": _plain(limits) if limits is not None else None,
-        "reward": reward_fingerprint(unwrapped),
-        "data": data_fingerprint(unwrapped, split),
-    }
+def env_fingerprint(env: gym.Env) -> dict[str, Any]:
+    """What must match between training and evaluation for one env: its card (no reset needed: no sandbox
+    starts), with tools and reward terms keyed by name so that a difference names the term."""
+    card = describe(env).to_dict()
+    card["tools"] = {tool["function"]["name"]: tool for tool in card["tools"]}
+    for family in card["families"].values():
+        family["reward"] = {term.pop("name"): term for term in family["reward"]}
+    return card
 
 
 def run_fingerprint(config: EvalConfig, rollout: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -572,7 +447,7 @@ def run_fingerprint(config: EvalConfig, rollout: Mapping[str, Any] | None) -> di
     for suite in config.suites:
         env = make_env(suite, config)
         try:
-            envs[SUITES[suite]] = env_fingerprint(env, config.split)
+            envs[SUITES[suite]] = env_fingerprint(env)
         finally:
             env.close()
     return {"fingerprint_version": FINGERPRINT_VERSION, "envs": envs,
@@ -600,7 +475,7 @@ def training_fingerprint(training: Mapping[str, Any]) -> dict[str, Any]:
         kwargs = dict(per_env.get(env_id, {}))
         env = gym.make(env_id, **kwargs)
         try:
-            envs[env_id] = env_fingerprint(env, kwargs.get("split", "train"))
+            envs[env_id] = env_fingerprint(env)
         finally:
             env.close()
     rollout = {key: training[key] for key in ROLLOUT_LIMITS if key in training}
@@ -720,7 +595,7 @@ def evaluate_scripted(name: str, label: str, config: EvalConfig, progress: Progr
         if kind.sees_reference:
             notes.append("reference oracle: replays the task's reference solution (reads task metadata)")
         result = summarize(label, suite, "scripted", outcomes, samples=samples, ks=config.ks, notes=notes)
-        results.append((result, [outcome.row(label, suite) for outcome in outcomes]))
+        results.append((result, [episode_row(episode, label, suite) for episode in outcomes]))
     return results
 
 
@@ -743,7 +618,7 @@ def evaluate_model(spec: str, label: str, config: EvalConfig, progress: Progress
             if config.temperature == 0 and config.samples > 1 else []
         result = summarize(label, suite, "model", sampled, samples=config.samples, ks=config.ks, greedy=greedy,
                            settings=player.rollout_settings(config.temperature), notes=notes)
-        results.append((result, [outcome.row(label, suite) for outcome in sampled]))
+        results.append((result, [episode_row(episode, label, suite) for episode in sampled]))
     return results
 
 

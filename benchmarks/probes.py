@@ -62,7 +62,6 @@ from rich.console import Console
 from rich.table import Table
 
 import agentgym_envs  # noqa: F401  (registers the agentrl ids)
-from agentgym_envs.errors import SandboxError
 from agentgym_envs.policies import Policy, PythonOraclePolicy, answer_action, run_episode, tool_call_action
 from agentgym_envs.python_sandbox.env import default_reward as python_reward
 from rewards import CompositeReward, LLMJudge, OpenAICompatibleBackend, RewardResult, Term, UnitTestEvidence
@@ -618,18 +617,17 @@ def play(env: gym.Env, probe: Probe, task: Task, witness: Witness | None = None)
     """
     if witness is not None:
         witness.clear()
-    try:
-        result = run_episode(env, probe.policy(), task)
-    except SandboxError as exc:  # the sandbox did not start: not the verifier's doing, counted apart
+    episode = run_episode(env, probe.policy(), task)
+    if episode.trajectory is None:  # the sandbox did not start: not the verifier's doing, counted apart
         return EpisodeRecord(verifier=probe.verifier, probe=probe.name, oracle=probe.oracle, task_id=task.id,
                              outcome=0.0, accepted=False, terminated=False, infra_error=True, exercised=False,
-                             evidence=str(exc)[-600:])
-    outcome = float(result.infos[-1].get("reward_components", {}).get("outcome", 0.0)) if result.terminated else 0.0
+                             evidence="the environment could not be reset (infrastructure fault)")
+    outcome = float(episode.reward_components.get("outcome", 0.0)) if episode.terminated else 0.0
     seen = witness.summary() if witness is not None else ""
-    evidence = "\n".join([*(turn.observation for turn in result.trajectory.turns), seen])
+    evidence = "\n".join([*(turn.observation for turn in episode.trajectory.turns), seen])
     return EpisodeRecord(verifier=probe.verifier, probe=probe.name, oracle=probe.oracle, task_id=task.id,
-                         outcome=outcome, accepted=outcome >= 1.0, terminated=result.terminated,
-                         infra_error=result.infra_error,
+                         outcome=outcome, accepted=outcome >= 1.0, terminated=episode.terminated,
+                         infra_error=episode.infra_error,
                          exercised=re.search(probe.evidence, evidence, flags=re.MULTILINE) is not None,
                          evidence=evidence[-600:])
 
@@ -674,7 +672,7 @@ def run_python(split: str, limit: int, sandbox: str, *, slow: bool = True) -> li
     """Math and unit-test probes on PythonSandbox-v0 in a real sandbox."""
     recorder = RecordingReward(python_reward("code"))
     env = gym.make("agentrl/PythonSandbox-v0", split=split, sandbox=sandbox, test_timeout_s=0.5,
-                   rewards={"math": python_reward("math"), "code": recorder})
+                   reward={"math": python_reward("math"), "code": recorder})
     records: list[EpisodeRecord] = []
     try:
         for family, probes in (("math", math_probes()), ("code", code_probes(slow=slow))):

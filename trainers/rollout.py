@@ -1,12 +1,14 @@
-"""The multi-turn rollout engine: G episodes per task against any agentrl environment, token in, token out.
+"""The model as an agent of the one episode runner: G episodes per task, token in, token out.
 
-Each round, every episode still running gets one turn: the generator continues all of their token
-contexts in one batch, stopping each at ``</tool_call>``, ``</answer>`` or the end of the turn, within
-a per-turn token limit. The decoded action goes to the episode's env, and the ``step`` calls of all
-episodes run concurrently in a thread pool (tools block on sandboxes and services, not on Python).
-Each observation is tokenized once, wrapped in the template's tool-response turn, and appended with
-``env_mask`` 0; the sampled ids and their logprobs are appended as they came, with ``env_mask`` 1.
-Nothing is ever re-tokenized from decoded text, so the ids the loss sees are the ids that were sampled.
+:class:`~agentgym_envs.runner.EpisodeRunner` plays the episodes (resets, concurrent env steps, stop
+reasons, the :class:`~agentgym_envs.runner.Episode` record); this module adds what a model needs. Each
+round, :class:`ModelAgent` continues the token contexts of every running episode in one batch, stopping
+each at ``</tool_call>``, ``</answer>`` or the end of the turn, within a per-turn token limit; the
+decoded action goes to the episode's env. Each observation is tokenized once, wrapped in the template's
+tool-response turn, and appended with ``env_mask`` 0; the sampled ids and their logprobs are appended as
+they came, with ``env_mask`` 1. Nothing is ever re-tokenized from decoded text, so the ids the loss sees
+are the ids that were sampled. :class:`ChatRecorder` is that bookkeeping, shared with the SFT
+demonstrations (scripted actions encoded as the model would have produced them).
 
 An episode ends when the agent answers (``terminated``), at the env's turn limit or the engine's
 ``max_turns`` (``truncated``), when the next turn would not fit the context budget (``"context"``), or
@@ -17,17 +19,25 @@ as a wrong answer).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-import gymnasium as gym
-
-from agentgym_envs.errors import SandboxError
+from agentgym_envs.runner import (
+    AgentTurn,
+    EnvPool,
+    Episode,
+    EpisodeRequest,
+    EpisodeRunner,
+    TurnRecord,
+    group_requests,
+)
 from tasks import Task
 from trainers.chat import ChatTokens
-from trainers.generation import GeneratedTurn, Generator
+from trainers.generation import Generator
+
+__all__ = ["ChatRecorder", "EnvPool", "Episode", "EpisodeRequest", "ModelAgent", "RolloutConfig", "RolloutEngine",
+           "TurnRecord", "episode_summary", "group_requests", "stop_token_ids"]
 
 
 @dataclass(frozen=True)
@@ -65,131 +75,76 @@ class RolloutConfig:
             raise ValueError(f"RolloutConfig.temperature: expected >= 0 (0 = greedy), got {self.temperature}")
 
 
-@dataclass
-class TurnRecord:
-    """One model turn of an episode.
+class ChatRecorder:
+    """Token bookkeeping of an episode as the model's chat template renders it.
 
-    Attributes:
-        start: Offset of the turn's first generated id in ``completion_ids``.
-        length: Number of generated ids.
-        action: The decoded action text handed to the env.
-        tools: Names of the tools it called.
-        after_tool_result: The turn came right after a tool result (not the first turn, not after a format error).
-        ok: The env accepted the action (well formed, tools succeeded).
-    """
-
-    start: int
-    length: int
-    action: str
-    tools: tuple[str, ...]
-    after_tool_result: bool
-    ok: bool
-
-
-@dataclass
-class Episode:
-    """What one rollout produced, ready for a loss.
-
-    Attributes:
-        env_id: The environment's registry id.
-        task_id: The task.
-        group: Index of the task's group in the batch (episodes of one group share a task).
-        prompt_ids: The rendered prompt.
-        completion_ids: Everything after the prompt: generated turns and wrapped observations.
-        logprobs: Per completion id, the sampling logprob (0.0 at env tokens).
-        env_mask: Per completion id, 1 for a token the model generated and 0 for template and observation tokens.
-        turns: One record per model turn.
-        reward: The env's reward (0.0 if the episode never finished).
-        reward_components: The reward's components on the final step.
-        terminated: The agent answered.
-        infra_error: An infrastructure fault ended the episode.
-        stop_reason: ``"answered"``; ``"turn_limit"`` (the env's); ``"max_turns"`` (the engine's, after an
-            observation no turn answered); ``"context"``; or ``"infra_error"``.
-        tool_calls: Per tool call: name, ok, infra_error, latency_s.
-    """
-
-    env_id: str
-    task_id: str
-    group: int
-    prompt_ids: list[int]
-    completion_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    env_mask: list[int] = field(default_factory=list)
-    turns: list[TurnRecord] = field(default_factory=list)
-    reward: float = 0.0
-    reward_components: dict[str, float] = field(default_factory=dict)
-    terminated: bool = False
-    infra_error: bool = False
-    stop_reason: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def done(self) -> bool:
-        """The episode has ended."""
-        return bool(self.stop_reason)
-
-    @property
-    def context_length(self) -> int:
-        """Prompt plus completion length in tokens."""
-        return len(self.prompt_ids) + len(self.completion_ids)
-
-    def append(self, ids: Sequence[int], *, generated: bool, logprobs: Sequence[float] | None = None) -> None:
-        """Append ids to the completion with their mask (and logprobs, for generated ids)."""
-        self.completion_ids.extend(ids)
-        self.env_mask.extend([1 if generated else 0] * len(ids))
-        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
-
-
-class EnvFactory(Protocol):
-    """Makes an environment for a registry id (called once per concurrent episode slot)."""
-
-    def __call__(self, env_id: str) -> gym.Env: ...
-
-
-@dataclass(frozen=True)
-class EpisodeRequest:
-    """One episode to run: an env id, a task, the group it belongs to, and the env's reset seed."""
-
-    env_id: str
-    task: Task
-    group: int
-    seed: int
-
-
-class EnvPool:
-    """Environments kept open between batches, one per concurrent episode, per env id.
+    ``start`` renders the prompt; :meth:`observe` appends the observation that came before a turn (never the
+    first turn's: that is the prompt) with ``env_mask`` 0; :meth:`record` appends a turn's ids with
+    ``env_mask`` 1 and their logprobs, then the template's end-of-turn ids with ``env_mask`` 0.
 
     Args:
-        factory: Makes an env for an id, e.g. ``lambda env_id: gym.make(env_id, split="train")``.
+        chat: Token pieces of the model's chat template.
     """
 
-    def __init__(self, factory: EnvFactory | Callable[[str], gym.Env]) -> None:
-        self.factory = factory
-        self._envs: dict[str, list[gym.Env]] = {}
+    def __init__(self, chat: ChatTokens) -> None:
+        self.chat = chat
 
-    def take(self, requests: Sequence[EpisodeRequest]) -> list[gym.Env]:
-        """One env per request, creating envs only when a batch needs more of an id than exist."""
-        handed: dict[str, int] = {}
-        envs = []
-        for request in requests:
-            pool = self._envs.setdefault(request.env_id, [])
-            index = handed.get(request.env_id, 0)
-            if index == len(pool):
-                pool.append(self.factory(request.env_id))
-            handed[request.env_id] = index + 1
-            envs.append(pool[index])
-        return envs
+    def start(self, episode: Episode, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
+        """Render the prompt."""
+        episode.prompt_ids = self.chat.prompt_ids(prompt)
 
-    def close(self) -> None:
-        """Close every env (containers, browsers, retrievers)."""
-        for pool in self._envs.values():
-            for env in pool:
-                env.close()
-        self._envs.clear()
+    def observe(self, episode: Episode, observation: str) -> None:
+        """Append the observation that answered the episode's last turn (nothing before its first turn)."""
+        if episode.turns:
+            episode.append(self.chat.observation_ids(observation), generated=False)
+
+    def record(self, episode: Episode, action: str, ids: Sequence[int],
+               logprobs: Sequence[float] | None = None) -> AgentTurn:
+        """Append one turn's ids (and the template's end of turn); returns the turn for the runner."""
+        start = len(episode.completion_ids)
+        episode.append(ids, generated=True, logprobs=logprobs)
+        episode.append(self.chat.close_turn_ids(ids), generated=False)
+        return AgentTurn(action=action, start=start, length=len(ids))
+
+
+class ModelAgent(ChatRecorder):
+    """A model as an :class:`~agentgym_envs.runner.Agent`: one batched generation per round.
+
+    Args:
+        generator: Continues token contexts (transformers or vLLM).
+        tokenizer: The model's tokenizer (its chat template shapes the turns).
+        config: Token limits and sampling.
+    """
+
+    def __init__(self, generator: Generator, tokenizer, config: RolloutConfig) -> None:
+        super().__init__(ChatTokens(tokenizer))
+        self.generator = generator
+        self.tokenizer = tokenizer
+        self.config = config
+        self._stop_ids = stop_token_ids(tokenizer)
+
+    def act(self, episodes: Sequence[Episode], observations: Sequence[str],
+            infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | None]:
+        """Append each observation, then generate the next turn of every episode whose context has room."""
+        for episode, observation in zip(episodes, observations, strict=True):
+            self.observe(episode, observation)
+        budgets = [self.config.max_context_tokens - episode.context_length for episode in episodes]
+        playing = [i for i, budget in enumerate(budgets) if budget >= self.config.min_turn_tokens]
+        turns: list[AgentTurn | None] = [None] * len(episodes)
+        if not playing:
+            return turns
+        contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in playing]
+        limits = [min(self.config.max_tokens_per_turn, budgets[i]) for i in playing]
+        generated = self.generator.generate(contexts, limits, stop_token_ids=self._stop_ids,
+                                            temperature=self.config.temperature, top_p=self.config.top_p)
+        for i, turn in zip(playing, generated, strict=True):
+            action = _strip_turn_end(self.tokenizer.decode(turn.ids, skip_special_tokens=False), self.tokenizer)
+            turns[i] = self.record(episodes[i], action, turn.ids, turn.logprobs)
+        return turns
 
 
 class RolloutEngine:
-    """Runs batches of multi-turn episodes with a generator and environments.
+    """Runs batches of multi-turn episodes of a model: :class:`ModelAgent` on the one episode runner.
 
     Args:
         generator: Continues token contexts (transformers or vLLM).
@@ -199,83 +154,14 @@ class RolloutEngine:
     """
 
     def __init__(self, generator: Generator, tokenizer, envs: EnvPool, config: RolloutConfig | None = None) -> None:
-        self.generator = generator
-        self.tokenizer = tokenizer
-        self.chat = ChatTokens(tokenizer)
-        self.envs = envs
         self.config = config or RolloutConfig()
-        self._stop_ids = stop_token_ids(tokenizer)
+        self.envs = envs
+        self.agent = ModelAgent(generator, tokenizer, self.config)
+        self.runner = EpisodeRunner(envs, max_turns=self.config.max_turns, workers=self.config.tool_workers)
 
     def run(self, requests: Sequence[EpisodeRequest]) -> list[Episode]:
         """Roll out one episode per request, all in flight together; returns them in request order."""
-        envs = self.envs.take(requests)
-        with ThreadPoolExecutor(max_workers=self.config.tool_workers) as pool:
-            episodes = list(pool.map(self._start, envs, requests))
-            for _ in range(self.config.max_turns):
-                active = [i for i, episode in enumerate(episodes) if not episode.done]
-                if not active:
-                    break
-                self._play_turn(pool, [envs[i] for i in active], [episodes[i] for i in active])
-        for episode in episodes:
-            if not episode.done:
-                episode.stop_reason = "max_turns"
-        return episodes
-
-    def _start(self, env: gym.Env, request: EpisodeRequest) -> Episode:
-        """Reset the env; a sandbox that fails to reset ends the episode at once as an infrastructure error."""
-        try:
-            observation, _ = env.reset(seed=request.seed, options={"task": request.task})
-        except SandboxError:
-            return Episode(env_id=request.env_id, task_id=request.task.id, group=request.group,
-                           prompt_ids=self.chat.prompt_ids(request.task.prompt), infra_error=True,
-                           stop_reason="infra_error")
-        return Episode(env_id=request.env_id, task_id=request.task.id, group=request.group,
-                       prompt_ids=self.chat.prompt_ids(observation))
-
-    def _play_turn(self, pool: ThreadPoolExecutor, envs: list[gym.Env], episodes: list[Episode]) -> None:
-        budgets = [self.config.max_context_tokens - episode.context_length for episode in episodes]
-        playing = [i for i, budget in enumerate(budgets) if budget >= self.config.min_turn_tokens]
-        for i in set(range(len(episodes))) - set(playing):
-            episodes[i].stop_reason = "context"
-        if not playing:
-            return
-        contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in playing]
-        limits = [min(self.config.max_tokens_per_turn, budgets[i]) for i in playing]
-        turns = self.generator.generate(contexts, limits, stop_token_ids=self._stop_ids,
-                                        temperature=self.config.temperature, top_p=self.config.top_p)
-        for i, turn in zip(playing, turns, strict=True):
-            self._record_action(episodes[i], turn)
-        steps = pool.map(_step, [envs[i] for i in playing], [episodes[i].turns[-1].action for i in playing])
-        for i, step in zip(playing, steps, strict=True):
-            self._record_step(episodes[i], step)
-
-    def _record_action(self, episode: Episode, turn: GeneratedTurn) -> None:
-        action = self.tokenizer.decode(turn.ids, skip_special_tokens=False)
-        episode.turns.append(TurnRecord(start=len(episode.completion_ids), length=len(turn.ids),
-                                        action=_strip_turn_end(action, self.tokenizer), tools=(),
-                                        after_tool_result=bool(episode.turns and episode.turns[-1].tools),
-                                        ok=False))
-        episode.append(turn.ids, generated=True, logprobs=turn.logprobs)
-        episode.append(self.chat.close_turn_ids(turn.ids), generated=False)
-
-    def _record_step(self, episode: Episode, step: tuple[str, float, bool, bool, dict[str, Any]]) -> None:
-        observation, reward, terminated, truncated, info = step
-        record = episode.turns[-1]
-        record.tools = tuple(call["name"] for call in info.get("tool_calls", []))
-        record.ok = bool(info.get("ok"))
-        episode.tool_calls.extend(info.get("tool_calls", []))
-        if terminated or truncated:
-            episode.reward, episode.terminated = float(reward), terminated
-            episode.reward_components = dict(info.get("reward_components", {}))
-            episode.infra_error = bool(info.get("infra_error"))
-            episode.stop_reason = ("answered" if terminated else "infra_error" if episode.infra_error
-                                   else "turn_limit")
-            return
-        episode.append(self.chat.observation_ids(observation), generated=False)
-
-
-def _step(env: gym.Env, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-    return env.step(action)
+        return self.runner.run(self.agent, requests)
 
 
 def _strip_turn_end(action: str, tokenizer) -> str:
@@ -294,22 +180,13 @@ def stop_token_ids(tokenizer) -> list[int]:
     return ids
 
 
-def group_requests(tasks: Sequence[tuple[str, Task]], group_size: int, seed: int) -> list[EpisodeRequest]:
-    """``group_size`` consecutive requests per ``(env_id, task)``, with distinct reset seeds."""
-    requests = []
-    for group, (env_id, task) in enumerate(tasks):
-        for member in range(group_size):
-            requests.append(EpisodeRequest(env_id=env_id, task=task, group=group,
-                                           seed=seed + group * group_size + member))
-    return requests
-
-
 def episode_summary(episode: Episode) -> Mapping[str, Any]:
-    """A JSON-friendly summary of an episode (for logs)."""
+    """A JSON-friendly summary of an episode (for logs): its outcome, turns and tool calls, no token lists."""
     summary = copy.copy(episode.__dict__)
-    for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
+    for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "trajectory"):
         summary.pop(key)
-    summary["turns"] = [turn.__dict__ for turn in episode.turns]
+    summary["turns"] = [{key: value for key, value in turn.__dict__.items() if key != "observation"}
+                        for turn in episode.turns]
     summary["completion_tokens"] = len(episode.completion_ids)
     summary["generated_tokens"] = sum(episode.env_mask)
     return summary

@@ -15,68 +15,76 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 from trl import SFTTrainer
 
-from agentgym_envs.policies import EpisodeResult, Policy, PythonOraclePolicy, SearchOraclePolicy, run_episode
+from agentgym_envs.policies import Policy, PythonOraclePolicy, ScriptedAgent, SearchOraclePolicy
 from agentgym_envs.policies.search_lookup import SearchLookupPolicy
+from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from tasks import Task
 from trainers.chat import ChatTokens
-from trainers.rollout import Episode, TurnRecord
+from trainers.rollout import ChatRecorder
 from trainers.scoring import LabelScores, has_plain_output_head, label_scores
 from trainers.tiny_model import load_model
 
 
-def encode_demonstration(chat: ChatTokens, env_id: str, prompt: str, result: EpisodeResult) -> Episode:
-    """Encode a scripted episode as the rollout engine would have recorded it, had the model acted so.
+class DemonstrationAgent(ChatRecorder):
+    """A scripted policy whose actions are encoded as the model would have generated them.
+
+    Through the one episode runner, a demonstration is recorded exactly as a rollout is: the prompt
+    rendered once, each action's ids with ``env_mask`` 1, each observation wrapped in the template's
+    tool-response turn with ``env_mask`` 0.
 
     Args:
         chat: Token pieces of the model's chat template.
-        env_id: The environment's id.
-        prompt: The episode's first observation.
-        result: The scripted episode.
+        scripted: The demonstrator as an agent.
     """
-    episode = Episode(env_id=env_id, task_id=result.task_id, group=0, prompt_ids=chat.prompt_ids(prompt),
-                      reward=result.reward, terminated=result.terminated, infra_error=result.infra_error,
-                      stop_reason="answered" if result.terminated else "turn_limit")
-    turns = result.trajectory.turns
-    for index, turn in enumerate(turns):
-        action_ids = chat.action_ids(turn.action)
-        episode.turns.append(TurnRecord(start=len(episode.completion_ids), length=len(action_ids),
-                                        action=turn.action, tools=tuple(call.name for call in turn.tool_calls),
-                                        after_tool_result=index > 0, ok=not turn.format_errors))
-        episode.append(action_ids, generated=True)
-        episode.append(chat.close_turn_ids(action_ids), generated=False)
-        if index < len(turns) - 1:
-            episode.append(chat.observation_ids(turn.observation), generated=False)
-    return episode
+
+    def __init__(self, chat: ChatTokens, scripted: ScriptedAgent) -> None:
+        super().__init__(chat)
+        self.scripted = scripted
+
+    def start(self, episode: Episode, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
+        """Render the prompt and start the demonstrator."""
+        super().start(episode, task, prompt, info)
+        self.scripted.start(episode, task, prompt, info)
+
+    def act(self, episodes: Sequence[Episode], observations: Sequence[str],
+            infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | None]:
+        """The demonstrator's actions, tokenized and recorded."""
+        for episode, observation in zip(episodes, observations, strict=True):
+            self.observe(episode, observation)
+        turns = self.scripted.act(episodes, observations, infos)
+        return [self.record(episode, turn.action, self.chat.action_ids(turn.action)) if turn is not None else None
+                for episode, turn in zip(episodes, turns, strict=True)]
 
 
 def collect_demonstrations(env: gym.Env, env_id: str, policy: Policy, tasks: Sequence[Task], chat: ChatTokens,
-                           *, keep: Callable[[EpisodeResult], bool] | None = None,
+                           *, keep: Callable[[Episode], bool] | None = None,
                            progress: bool = False) -> list[Episode]:
-    """Play ``policy`` on each task in ``env`` and encode the episodes ``keep`` accepts (default: reward 1).
+    """Play ``policy`` on each task in ``env`` and keep the encoded episodes ``keep`` accepts (default: solved).
 
     Args:
-        env: The environment (``gym.make(env_id, ...)``), reused across tasks.
+        env: The environment (``gym.make(env_id, ...)``), reused across tasks (one reset per episode).
         env_id: Its id, recorded in the episodes.
         policy: The demonstrator.
         tasks: The tasks to play.
         chat: Token pieces of the model's chat template.
-        keep: Which episodes to learn from; by default the solved ones.
+        keep: Which episodes to learn from; by default the solved ones (infra episodes never).
         progress: Show a progress bar.
     """
-    keep = keep or (lambda result: result.reward >= 1.0)
+    keep = keep or (lambda episode: episode.success)
+    runner = EpisodeRunner(EnvPool(lambda _: env), workers=1)
+    agent = DemonstrationAgent(chat, ScriptedAgent(lambda _: policy))
     demonstrations = []
     for task in _progress(tasks, progress, f"demonstrations ({env_id})"):
-        prompt, _ = env.reset(options={"task": task})
-        result = run_episode(env, policy, task)
-        if keep(result):
-            demonstrations.append(encode_demonstration(chat, env_id, prompt, result))
+        episode = runner.run(agent, [EpisodeRequest(env_id=env_id, task=task, group=0, seed=None)])[0]
+        if episode.scored and keep(episode):
+            demonstrations.append(episode)
     return demonstrations
 
 

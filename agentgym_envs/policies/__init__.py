@@ -6,18 +6,19 @@ must solve the tasks, a random agent must not), as sources of demonstrations for
 and as load generators for the stress harness.
 """
 
-from agentgym_envs.policies.base import EpisodeResult, Policy, answer_action, run_episode, tool_call_action
+from agentgym_envs.policies.base import Policy, ScriptedAgent, answer_action, prompt_only, run_episode, tool_call_action
 from agentgym_envs.policies.python_oracle import PythonOraclePolicy
 from agentgym_envs.policies.random_policy import RandomPolicy
 from agentgym_envs.policies.search_oracle import SearchOraclePolicy
 
 __all__ = [
-    "EpisodeResult",
     "Policy",
     "PythonOraclePolicy",
     "RandomPolicy",
+    "ScriptedAgent",
     "SearchOraclePolicy",
     "answer_action",
+    "prompt_only",
     "run_episode",
     "tool_call_action",
 ]

@@ -1,4 +1,4 @@
-"""The policy protocol and an episode runner.
+"""The policy protocol, and scripted policies as an agent of the one episode runner.
 
 A policy is told the task at the start of an episode (``begin``) and then maps each observation to
 the next action (``act``). Policies that must not see the verifier's data (a "tools only" oracle)
@@ -8,13 +8,13 @@ read nothing but ``task.prompt``; callers can enforce that with :func:`prompt_on
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 
-from tasks import Task, Trajectory
+from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
+from tasks import Task
 
 
 @runtime_checkable
@@ -34,54 +34,54 @@ class Policy(Protocol):
         """Return the action text for the latest observation (the prompt on the first turn)."""
 
 
-@dataclass
-class EpisodeResult:
-    """What one scripted episode produced.
+class ScriptedAgent:
+    """Scripted policies as an :class:`~agentgym_envs.runner.Agent`: one policy per episode.
 
-    Attributes:
-        task_id: The task played.
-        reward: The final reward (0.0 when the episode truncated).
-        terminated: The agent answered.
-        truncated: Turn limit or infrastructure fault.
-        infra_error: An infrastructure fault ended the episode.
-        turns: Number of actions taken.
-        trajectory: The env's record of the episode.
-        infos: The ``info`` of every step.
+    Args:
+        make_policy: A fresh policy for an episode's request (policies keep per-episode state).
+        shown: What a policy is told about the task (default: the task itself); pass :func:`prompt_only`
+            to hide the gold answer and metadata.
     """
 
-    task_id: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    infra_error: bool
-    turns: int
-    trajectory: Trajectory
-    infos: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self, make_policy: Callable[[EpisodeRequest], Policy],
+                 shown: Callable[[Task], Task] | None = None) -> None:
+        self.make_policy = make_policy
+        self.shown = shown or (lambda task: task)
+        self._policies: dict[int, Policy] = {}
+
+    def start(self, episode: Episode, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
+        """Make the episode's policy and tell it the task."""
+        request = EpisodeRequest(episode.env_id, task, episode.group, episode.seed)
+        policy = self._policies[id(episode)] = self.make_policy(request)
+        policy.begin(self.shown(task), prompt, info)
+
+    def act(self, episodes: Sequence[Episode], observations: Sequence[str],
+            infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | None]:
+        """Each episode's policy acts on its latest observation."""
+        return [AgentTurn(self._policies[id(episode)].act(observation, info))
+                for episode, observation, info in zip(episodes, observations, infos, strict=True)]
 
 
 def run_episode(env: gym.Env, policy: Policy, task: Task, *, seed: int | None = None,
-                shown_task: Task | None = None) -> EpisodeResult:
-    """Play one episode of ``policy`` on ``task`` in ``env`` (a ``gym.make`` env or a bare TextEnv).
+                shown_task: Task | None = None) -> Episode:
+    """Play one episode of ``policy`` on ``task`` in ``env``, through :class:`~agentgym_envs.runner.EpisodeRunner`.
 
     Args:
-        env: The environment; ``reset(options={"task": task})`` picks the task.
+        env: The environment (a ``gym.make`` env or a bare TextEnv); it is not closed.
         policy: The agent.
         task: The task to play.
         seed: Passed to ``reset``.
         shown_task: What the policy is told about the task (default ``task``); pass
             ``prompt_only(task)`` to hide the gold answer and metadata.
+
+    Raises:
+        InfrastructureError: The env could not be reset (no sandbox); later faults end the episode with
+            ``infra_error`` instead.
     """
-    observation, info = env.reset(seed=seed, options={"task": task})
-    policy.begin(shown_task or task, observation, info)
-    infos: list[dict[str, Any]] = []
-    reward, terminated, truncated = 0.0, False, False
-    while not (terminated or truncated):
-        action = policy.act(observation, info)
-        observation, reward, terminated, truncated, info = env.step(action)
-        infos.append(info)
-    return EpisodeResult(task_id=task.id, reward=float(reward), terminated=terminated, truncated=truncated,
-                         infra_error=bool(info.get("infra_error")), turns=len(infos),
-                         trajectory=env.unwrapped.trajectory, infos=infos)
+    env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    agent = ScriptedAgent(lambda _: policy, shown=(lambda _: shown_task) if shown_task is not None else None)
+    runner = EpisodeRunner(EnvPool(lambda _: env), workers=1)
+    return runner.run(agent, [EpisodeRequest(env_id=env_id, task=task, group=0, seed=seed)])[0]
 
 
 def prompt_only(task: Task) -> Task:

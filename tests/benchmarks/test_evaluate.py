@@ -79,15 +79,15 @@ def test_same_arguments_give_the_same_numbers(tmp_path: Path) -> None:
 
 def test_env_match_lists_a_changed_turn_limit_and_reward_weight(tmp_path: Path) -> None:
     reference = run_fingerprint(EvalConfig(models=("oracle",), suites=("search",)), rollout=None)
-    reference["envs"][SEARCH]["max_episode_steps"] = 6
-    reference["envs"][SEARCH]["reward"]["all"]["f1"]["weight"] = 0.5
+    reference["envs"][SEARCH]["limits"]["max_episode_steps"] = 6
+    reference["envs"][SEARCH]["families"]["single"]["reward"]["f1"]["weight"] = 0.5
     path = tmp_path / "fingerprint.json"
     path.write_text(json.dumps(reference))
     report = evaluate(tmp_path / "run", "--model", "oracle", "--suite", "search", "--limit", "1",
                       "--training-config", str(path))
     differences = {d["path"]: (d["evaluation"], d["reference"]) for d in report["env_match"][0]["differences"]}
-    assert differences == {f"envs.{SEARCH}.max_episode_steps": (10, 6),
-                           f"envs.{SEARCH}.reward.all.f1.weight": (0.0, 0.5)}
+    assert differences == {f"envs.{SEARCH}.limits.max_episode_steps": (10, 6),
+                           f"envs.{SEARCH}.families.single.reward.f1.weight": (0.0, 0.5)}
     assert "max_episode_steps" in (tmp_path / "run" / "report.md").read_text()
     assert main(["--model", "oracle", "--suite", "search", "--limit", "1", "--training-config", str(path),
                  "--strict-env-match", "--out", str(tmp_path / "strict")]) == 1
@@ -101,11 +101,13 @@ def test_a_grpo_config_is_fingerprinted_as_training_builds_its_envs(tmp_path: Pa
     report = evaluate(tmp_path / "run", "--model", "oracle", "--suite", "search", "--limit", "1",
                       "--training-config", str(path))
     paths = {d["path"] for d in report["env_match"][0]["differences"]}
-    assert paths == {f"envs.{SEARCH}.max_episode_steps"}  # the split differs by design and is not compared
+    # the split differs by design and is not compared; the families trained on are fewer than those evaluated
+    assert paths == {f"envs.{SEARCH}.limits.max_episode_steps", f"envs.{SEARCH}.families.bridge",
+                     f"envs.{SEARCH}.families.comparison"}
 
 
 def test_fingerprint_differences_name_missing_envs() -> None:
-    evaluation = {"envs": {SEARCH: {"max_episode_steps": 10}}, "rollout": None}
+    evaluation = {"envs": {SEARCH: {"limits": {"max_episode_steps": 10}}}, "rollout": None}
     reference = {"envs": {}, "rollout": {"max_turns": 4}}
     assert [d.path for d in fingerprint_differences(evaluation, reference)] == [f"envs.{SEARCH}"]
 
@@ -127,5 +129,5 @@ def test_python_oracle_solves_tasks_in_a_real_sandbox(tmp_path: Path, backend: s
     report = evaluate(tmp_path, "--model", "oracle", "--suite", "python", "--limit", "2", "--sandbox", backend)
     oracle = result_of(report, "oracle", "python")
     assert oracle["pass_at"]["1"] == 1.0 and oracle["infra_errors"] == 0
-    assert report["fingerprint"]["envs"]["agentrl/PythonSandbox-v0"]["settings"]["backend"] == backend
-    assert report["fingerprint"]["envs"]["agentrl/PythonSandbox-v0"]["sandbox_limits"]["timeout_s"] > 0
+    assert report["fingerprint"]["envs"]["agentrl/PythonSandbox-v0"]["limits"]["sandbox_backend"] == backend
+    assert report["fingerprint"]["envs"]["agentrl/PythonSandbox-v0"]["limits"]["sandbox"]["timeout_s"] > 0

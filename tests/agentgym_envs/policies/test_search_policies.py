@@ -17,7 +17,8 @@ from gymnasium.wrappers import TimeLimit
 
 from agentgym_envs import parse_action
 from agentgym_envs.policies import RandomPolicy, SearchOraclePolicy, run_episode
-from agentgym_envs.policies.base import EpisodeResult, Policy, prompt_only
+from agentgym_envs.policies.base import Policy, prompt_only
+from agentgym_envs.runner import Episode
 from agentgym_envs.policies.search_oracle import Chain, Plan, parse_question, read_fact
 from agentgym_envs.search import SearchEnv
 from tasks import Document, Task, load_split
@@ -38,7 +39,7 @@ def search_env() -> Iterator[gym.Env]:
     env.close()
 
 
-def play(env: gym.Env, policy: Policy, tasks: list[Task]) -> list[EpisodeResult]:
+def play(env: gym.Env, policy: Policy, tasks: list[Task]) -> list[Episode]:
     """One episode per task; the policy sees only the question."""
     return [run_episode(env, policy, task, seed=0, shown_task=prompt_only(task)) for task in tasks]
 
@@ -51,7 +52,7 @@ def test_oracle_solves_the_test_split_through_the_tools(search_env: gym.Env, tes
     mean = sum(result.reward for result in results) / len(results)
     failed = [(result.task_id, result.trajectory.turns[-1].action) for result in results if result.reward < 1.0]
     assert mean >= 0.95, failed
-    assert all(result.terminated and not result.truncated for result in results)  # answers within the turn limit
+    assert all(result.stop_reason == "answered" for result in results)  # answers within the turn limit
 
 
 def test_random_policy_scores_near_zero(search_env: gym.Env, test_tasks: list[Task]) -> None:

@@ -1,0 +1,321 @@
+"""The one episode runner and the one episode record, for scripted policies and models alike.
+
+Every consumer plays episodes through :class:`EpisodeRunner`: demonstrations for SFT, evaluation,
+the stress harness, GRPO and PPO rollouts. An :class:`Agent` acts for a batch of running episodes at
+once (a model generates one turn for all of them in one batch; :class:`ScriptedAgent` asks one
+scripted :class:`~agentgym_envs.policies.base.Policy` per episode); the runner resets the envs, hands
+the observations to the agent, steps the envs concurrently in a thread pool (tools block on
+sandboxes and services, not on Python) and records each :class:`Episode` the same way.
+
+The evaluation rules live here too, once: an episode an infrastructure fault ended is left out of
+every rate (:attr:`Episode.scored`), and an episode is a success when its ``outcome`` component
+(the reward itself when there is none) is 1 (:attr:`Episode.success`).
+
+Example:
+    >>> runner = EpisodeRunner(EnvPool(lambda env_id: gym.make(env_id, sandbox="bwrap")))  # doctest: +SKIP
+    >>> agent = ScriptedAgent(lambda request: PythonOraclePolicy())                         # doctest: +SKIP
+    >>> episodes = runner.run(agent, [EpisodeRequest("agentrl/PythonSandbox-v0", task, 0, 0)])  # doctest: +SKIP
+    >>> success_rate(episodes)                                                              # doctest: +SKIP
+    1.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+
+from tasks import InfrastructureError, Task, Trajectory
+
+SUCCESS_COMPONENT = "outcome"
+"""The reward component that says whether a task was solved (1.0 = solved); the reward itself when absent."""
+STOP_REASONS = ("answered", "turn_limit", "max_turns", "context", "infra_error")
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """One episode to run: an env id, a task, the group it belongs to, and the env's reset seed (None: not reseeded)."""
+
+    env_id: str
+    task: Task
+    group: int
+    seed: int | None
+
+
+@dataclass
+class TurnRecord:
+    """One agent turn of an episode.
+
+    Attributes:
+        action: The action text handed to the env.
+        observation: What the env returned.
+        tools: Names of the tools the action called.
+        after_tool_result: The turn came right after a tool result (not the first turn, not after a format error).
+        ok: The env accepted the action (well formed, tools succeeded).
+        start: Offset of the turn's first generated id in ``Episode.completion_ids`` (token-level agents).
+        length: Number of generated ids (0 for an agent that records no tokens).
+    """
+
+    action: str
+    observation: str = ""
+    tools: tuple[str, ...] = ()
+    after_tool_result: bool = False
+    ok: bool = False
+    start: int = 0
+    length: int = 0
+
+
+@dataclass
+class Episode:
+    """What one episode produced: the outcome every consumer reads, and the tokens a loss needs.
+
+    Attributes:
+        env_id: The environment's registry id.
+        task_id: The task.
+        group: Index of the task's group in the batch (episodes of one group share a task).
+        seed: The env's reset seed (None: the env was not reseeded).
+        family: The task's family.
+        difficulty: The task's difficulty.
+        turns: One record per agent turn.
+        reward: The env's reward (0.0 if the episode never finished).
+        reward_components: The reward's components on the final step.
+        terminated: The agent answered.
+        infra_error: An infrastructure fault ended the episode (it is left out of the loss and of every rate).
+        stop_reason: One of :data:`STOP_REASONS`: ``"answered"``; ``"turn_limit"`` (the env's); ``"max_turns"``
+            (the runner's, after an observation no turn answered); ``"context"`` (the agent's context budget);
+            ``"infra_error"``.
+        tool_calls: Per tool call: name, ok, infra_error, latency_s.
+        trajectory: The env's own record of the episode (None when the reset failed).
+        prompt_ids: The rendered prompt (token-level agents only).
+        completion_ids: Everything after the prompt: generated turns and wrapped observations.
+        logprobs: Per completion id, the sampling logprob (0.0 at env tokens).
+        env_mask: Per completion id, 1 for a token the model generated and 0 for template and observation tokens.
+    """
+
+    env_id: str
+    task_id: str
+    group: int
+    seed: int | None = None
+    family: str = ""
+    difficulty: int = 0
+    turns: list[TurnRecord] = field(default_factory=list)
+    reward: float = 0.0
+    reward_components: dict[str, float] = field(default_factory=dict)
+    terminated: bool = False
+    infra_error: bool = False
+    stop_reason: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    trajectory: Trajectory | None = None
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        """The episode has ended."""
+        return bool(self.stop_reason)
+
+    @property
+    def scored(self) -> bool:
+        """The episode counts in rates and losses (no infrastructure fault ended it)."""
+        return not self.infra_error
+
+    @property
+    def success(self) -> bool:
+        """The task was solved: the ``outcome`` component (the reward itself when absent) is 1."""
+        return self.terminated and self.reward_components.get(SUCCESS_COMPONENT, self.reward) >= 1.0 - 1e-9
+
+    @property
+    def context_length(self) -> int:
+        """Prompt plus completion length in tokens."""
+        return len(self.prompt_ids) + len(self.completion_ids)
+
+    def append(self, ids: Sequence[int], *, generated: bool, logprobs: Sequence[float] | None = None) -> None:
+        """Append ids to the completion with their mask (and logprobs, for generated ids)."""
+        self.completion_ids.extend(ids)
+        self.env_mask.extend([1 if generated else 0] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+
+def scored(episodes: Sequence[Episode]) -> list[Episode]:
+    """The episodes that count: those no infrastructure fault ended."""
+    return [episode for episode in episodes if episode.scored]
+
+
+def success_rate(episodes: Sequence[Episode]) -> float:
+    """Share of scored episodes that succeeded (NaN when none is scored); infra episodes count in no rate."""
+    counted = scored(episodes)
+    return sum(episode.success for episode in counted) / len(counted) if counted else float("nan")
+
+
+@dataclass(frozen=True)
+class AgentTurn:
+    """What an agent does in one turn.
+
+    Attributes:
+        action: The action text for the env.
+        start: Offset of the turn's generated ids in the episode's ``completion_ids`` (token-level agents).
+        length: Number of generated ids.
+    """
+
+    action: str
+    start: int = 0
+    length: int = 0
+
+
+class Agent(Protocol):
+    """Acts for a batch of running episodes at once (a model, or scripted policies)."""
+
+    def start(self, episode: Episode, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
+        """An episode began on ``task`` with first observation ``prompt``."""
+
+    def act(self, episodes: Sequence[Episode], observations: Sequence[str],
+            infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | None]:
+        """The next turn of each episode, given its latest observation (the prompt on the first turn).
+
+        None for an episode the agent cannot continue (its context budget is spent).
+        """
+
+
+class EnvPool:
+    """Environments kept open between batches, one per concurrent episode, per env id.
+
+    Args:
+        factory: Makes an env for an id, e.g. ``lambda env_id: gym.make(env_id, split="train")``.
+    """
+
+    def __init__(self, factory: Callable[[str], gym.Env]) -> None:
+        self.factory = factory
+        self._envs: dict[str, list[gym.Env]] = {}
+
+    def take(self, requests: Sequence[EpisodeRequest]) -> list[gym.Env]:
+        """One env per request, creating envs only when a batch needs more of an id than exist."""
+        handed: dict[str, int] = {}
+        envs = []
+        for request in requests:
+            pool = self._envs.setdefault(request.env_id, [])
+            index = handed.get(request.env_id, 0)
+            if index == len(pool):
+                pool.append(self.factory(request.env_id))
+            handed[request.env_id] = index + 1
+            envs.append(pool[index])
+        return envs
+
+    def close(self) -> None:
+        """Close every env (containers, browsers, retrievers)."""
+        for pool in self._envs.values():
+            for env in pool:
+                env.close()
+        self._envs.clear()
+
+
+class EpisodeRunner:
+    """Plays batches of episodes of an :class:`Agent` in environments.
+
+    Args:
+        envs: Where the episodes' environments come from.
+        max_turns: Most agent turns per episode (the env's own turn limit also applies); None for the env's only.
+        workers: Threads running env resets and steps; 1 runs them one after another.
+    """
+
+    def __init__(self, envs: EnvPool, *, max_turns: int | None = None, workers: int = 32) -> None:
+        if workers < 1 or (max_turns is not None and max_turns < 1):
+            raise ValueError(f"EpisodeRunner: expected workers >= 1 and max_turns None or >= 1, got {workers}, "
+                             f"{max_turns}")
+        self.envs = envs
+        self.max_turns = max_turns
+        self.workers = workers
+
+    def run(self, agent: Agent, requests: Sequence[EpisodeRequest]) -> list[Episode]:
+        """Play one episode per request, all in flight together; returns them in request order."""
+        envs = self.envs.take(requests)
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            started = list(pool.map(_reset, envs, requests))
+            episodes = [episode for episode, _, _ in started]
+            observations = [observation for _, observation, _ in started]
+            infos = [info for _, _, info in started]
+            for episode, request, observation, info in zip(episodes, requests, observations, infos, strict=True):
+                if not episode.done:
+                    agent.start(episode, request.task, observation, info)
+            turn = 0
+            while self.max_turns is None or turn < self.max_turns:
+                active = [i for i, episode in enumerate(episodes) if not episode.done]
+                if not active:
+                    break
+                steps = self._play_turn(pool, agent, [envs[i] for i in active], [episodes[i] for i in active],
+                                        [observations[i] for i in active], [infos[i] for i in active])
+                for i, (observation, info) in zip(active, steps, strict=True):
+                    observations[i], infos[i] = observation, info
+                turn += 1
+        for episode, env in zip(episodes, envs, strict=True):
+            if not episode.done:
+                episode.stop_reason = "max_turns"
+            if episode.turns or not episode.infra_error:  # not for a failed reset: the env holds an older one
+                episode.trajectory = env.unwrapped.trajectory
+        return episodes
+
+    @staticmethod
+    def _play_turn(pool: ThreadPoolExecutor, agent: Agent, envs: list[gym.Env], episodes: list[Episode],
+                   observations: list[str], infos: list[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+        """One turn of every active episode: the agent acts for all, then the envs step concurrently."""
+        turns = agent.act(episodes, observations, infos)
+        playing = []
+        for index, (episode, turn) in enumerate(zip(episodes, turns, strict=True)):
+            if turn is None:
+                episode.stop_reason = "context"
+                continue
+            episode.turns.append(TurnRecord(action=turn.action, start=turn.start, length=turn.length,
+                                            after_tool_result=bool(episode.turns and episode.turns[-1].tools)))
+            playing.append(index)
+        results = dict(zip(playing, pool.map(_step, [envs[i] for i in playing],
+                                             [episodes[i].turns[-1].action for i in playing]), strict=True))
+        for index, result in results.items():
+            record_step(episodes[index], result)
+        return [(results[i][0], results[i][4]) if i in results else (observations[i], infos[i])
+                for i in range(len(episodes))]
+
+
+def _reset(env: gym.Env, request: EpisodeRequest) -> tuple[Episode, str, dict[str, Any]]:
+    """Reset the env on the request's task; an infrastructure fault at reset ends the episode at once."""
+    episode = Episode(env_id=request.env_id, task_id=request.task.id, group=request.group, seed=request.seed,
+                      family=request.task.family, difficulty=request.task.difficulty)
+    try:
+        observation, info = env.reset(seed=request.seed, options={"task": request.task})
+    except InfrastructureError:
+        episode.infra_error, episode.stop_reason = True, "infra_error"
+        return episode, "", {}
+    return episode, observation, info
+
+
+def _step(env: gym.Env, action: str) -> StepResult:
+    return env.step(action)
+
+
+def record_step(episode: Episode, step: StepResult) -> None:
+    """Record an env step's outcome on the episode's latest turn, and end the episode when the step did."""
+    observation, reward, terminated, truncated, info = step
+    record = episode.turns[-1]
+    record.observation = observation
+    record.tools = tuple(call["name"] for call in info.get("tool_calls", []))
+    record.ok = bool(info.get("ok"))
+    episode.tool_calls.extend(info.get("tool_calls", []))
+    if terminated or truncated:
+        episode.reward, episode.terminated = float(reward), terminated
+        episode.reward_components = dict(info.get("reward_components", {}))
+        episode.infra_error = bool(info.get("infra_error"))
+        episode.stop_reason = "answered" if terminated else "infra_error" if episode.infra_error else "turn_limit"
+
+
+def group_requests(tasks: Sequence[tuple[str, Task]], group_size: int, seed: int) -> list[EpisodeRequest]:
+    """``group_size`` consecutive requests per ``(env_id, task)``, with distinct reset seeds."""
+    requests = []
+    for group, (env_id, task) in enumerate(tasks):
+        for member in range(group_size):
+            requests.append(EpisodeRequest(env_id=env_id, task=task, group=group,
+                                           seed=seed + group * group_size + member))
+    return requests
