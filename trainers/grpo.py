@@ -101,6 +101,11 @@ class AgentGRPOConfig(GRPOConfig):
 class EnvironmentRollouts:
     """The ``rollout_func`` handed to TRL: draws each group's task, plays the episodes, shapes TRL's inputs.
 
+    An episode ended by an infrastructure fault is no sample of the task: its ``env_reward`` reaches TRL as
+    None, so that it stays out of its group's mean and std (TRL then gives it advantage 0), out of the
+    zero-variance check, of the running reward statistics and of the curriculum, and its tokens out of the loss.
+    Each process draws its own tasks from a generator seeded with ``config.seed`` and its process index.
+
     Args:
         config: The run's config.
         tasks: Training tasks per env id.
@@ -115,7 +120,7 @@ class EnvironmentRollouts:
         self.env_ids = list(tasks)
         self.samplers: dict[str, TaskSampler] = {env_id: make_sampler(config.sampler, list(env_tasks))
                                                  for env_id, env_tasks in tasks.items()}
-        self.rng = np.random.default_rng(config.seed)
+        self.rng: np.random.Generator | None = None  # this process's, made on the first batch (:meth:`seed_process`)
         self.reward_stats = {env_id: RunningStats() for env_id in tasks}
         self.monitor = monitor or RolloutMonitor()
         self.generator: Generator | None = None
@@ -123,17 +128,36 @@ class EnvironmentRollouts:
 
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list]:
         """Play one episode per prompt; consecutive equal prompts form a group sharing one task."""
+        if self.rng is None:
+            self.seed_process(trainer.accelerator.process_index, trainer.accelerator.num_processes)
         engine = self._engine(trainer)
-        requests = self._requests(prompts)
-        episodes = engine.run(requests)
-        for (env_id, _), members in _groups(episodes).items():
-            scored = [episode.reward for episode in members if not episode.infra_error]
-            if scored:  # an infrastructure fault says nothing about the task's difficulty
-                self.samplers[env_id].update(members[0].task_id, float(np.mean(scored)))
-        mask_out = self._masked_out(episodes)
+        episodes = engine.run(self._requests(prompts))
+        self._update_samplers(episodes)
+        rewards = self._env_rewards(episodes)
+        mask_out = self._masked_out(episodes, rewards)
         self.monitor.observe(episodes, trainer=trainer, dropped=mask_out)
         return self._outputs([_never_empty(episode, trainer.processing_class.eos_token_id)
-                              for episode in episodes], mask_out)
+                              for episode in episodes], rewards, mask_out)
+
+    def seed_process(self, process_index: int, num_processes: int) -> None:
+        """Seed this process's task generator: deterministic per (``config.seed``, process), different across
+        processes, so that ranks play different tasks.
+
+        Args:
+            process_index: This process's index (accelerate's ``process_index``).
+            num_processes: How many processes train together.
+
+        Raises:
+            ValueError: On several processes, when a process's generation batch would split a group.
+        """
+        local_batch = self.config.per_device_train_batch_size * self.config.steps_per_generation
+        if num_processes > 1 and local_batch % self.config.num_generations:
+            raise ValueError(
+                f"per_device_train_batch_size * steps_per_generation: expected a multiple of num_generations "
+                f"({self.config.num_generations}) when {num_processes} processes train, got {local_batch}; a group "
+                "split across processes would play a different task on each (make per_device_train_batch_size a "
+                "multiple of num_generations)")
+        self.rng = np.random.default_rng([self.config.seed, process_index])
 
     def _engine(self, trainer: GRPOTrainer) -> RolloutEngine:
         if self.engine is None:
@@ -146,6 +170,8 @@ class EnvironmentRollouts:
         return self.engine
 
     def _requests(self, prompts: list[Any]) -> list[EpisodeRequest]:
+        if self.rng is None:
+            raise RuntimeError("the task generator is not seeded yet: call seed_process(process_index, num_processes)")
         requests: list[EpisodeRequest] = []
         group = -1
         for index, prompt in enumerate(prompts):
@@ -157,35 +183,61 @@ class EnvironmentRollouts:
                                            seed=int(self.rng.integers(2**31))))
         return requests
 
-    def _masked_out(self, episodes: list[Episode]) -> set[int]:
-        """Episodes kept out of the loss: infrastructure faults, and zero-variance groups when filtering."""
+    def _update_samplers(self, episodes: list[Episode]) -> None:
+        """Feed each group's mean scored reward to its env's curriculum (an infrastructure fault says nothing
+        about the task's difficulty; a group without scored episodes is not fed)."""
+        for (env_id, _), members in _groups(episodes).items():
+            scored = [episode.reward for episode in members if not episode.infra_error]
+            if scored:
+                self.samplers[env_id].update(members[0].task_id, float(np.mean(scored)))
+
+    def _env_rewards(self, episodes: list[Episode]) -> list[float | None]:
+        """Per episode, the reward GRPO sees: None for an infrastructure fault, else :meth:`_normalized`.
+
+        Every episode of the batch is normalised with its env's statistics from before the batch; the batch's
+        scored rewards update them afterwards.
+        """
+        rewards = [None if episode.infra_error else self._normalized(episode) for episode in episodes]
+        if self._normalizes():
+            for episode in episodes:
+                if not episode.infra_error:
+                    self.reward_stats[episode.env_id].add(episode.reward)
+        return rewards
+
+    def _normalizes(self) -> bool:
+        return self.config.normalize_rewards_per_env and len(self.env_ids) > 1
+
+    def _normalized(self, episode: Episode) -> float:
+        """The episode's reward over its env's running std (unchanged until the env has two scored rewards)."""
+        stats = self.reward_stats[episode.env_id]
+        if not self._normalizes() or stats.count < 2:
+            return episode.reward
+        return episode.reward / max(stats.std, 1e-3)
+
+    def _masked_out(self, episodes: list[Episode], rewards: Sequence[float | None]) -> set[int]:
+        """Episodes kept out of the loss: infrastructure faults, and when filtering, every episode of a group
+        with fewer than two distinct scored rewards (:func:`_zero_variance`)."""
         dropped = {i for i, episode in enumerate(episodes) if episode.infra_error}
         if self.config.filter_zero_variance_groups:
             for members in _group_indices(episodes).values():
-                if len({episodes[i].reward for i in members}) == 1:
+                if _zero_variance([rewards[i] for i in members]):
                     dropped.update(members)
         return dropped
 
-    def _outputs(self, episodes: list[Episode], mask_out: set[int]) -> dict[str, list]:
-        rewards = [self._normalized(episode) for episode in episodes]
+    def _outputs(self, episodes: list[Episode], rewards: list[float | None], mask_out: set[int]) -> dict[str, list]:
+        """TRL's rollout outputs. An infrastructure fault's rewards and components are None and empty: TRL
+        counts a row as unscorable, out of its group's baseline, only when every reward function returns None."""
         return {
             "prompt_ids": [episode.prompt_ids for episode in episodes],
             "completion_ids": [episode.completion_ids for episode in episodes],
             "logprobs": [episode.logprobs for episode in episodes],
             "env_mask": [[0] * len(e.env_mask) if i in mask_out else e.env_mask for i, e in enumerate(episodes)],
             "env_reward": rewards,
-            "raw_reward": [episode.reward for episode in episodes],
-            "reward_components": [episode.reward_components for episode in episodes],
+            "raw_reward": [None if episode.infra_error else episode.reward for episode in episodes],
+            "reward_components": [{} if episode.infra_error else episode.reward_components for episode in episodes],
             "env_id": [episode.env_id for episode in episodes],
             "task_id": [episode.task_id for episode in episodes],
         }
-
-    def _normalized(self, episode: Episode) -> float:
-        if not self.config.normalize_rewards_per_env or len(self.env_ids) == 1:
-            return episode.reward
-        stats = self.reward_stats[episode.env_id]
-        stats.add(episode.reward)
-        return episode.reward / max(stats.std, 1e-3) if stats.count > 1 else episode.reward
 
     def close(self) -> None:
         """Close every environment."""
@@ -213,6 +265,14 @@ class RunningStats:
         return float(np.sqrt(self.m2 / (self.count - 1))) if self.count > 1 else 0.0
 
 
+def _zero_variance(rewards: Sequence[float | None]) -> bool:
+    """Whether a group carries no GRPO signal: fewer than two distinct scored rewards (None: infrastructure fault).
+
+    A group with a single scored episode counts too: TRL's advantage for it is 0 whatever ``scale_rewards``.
+    """
+    return len({reward for reward in rewards if reward is not None}) < 2
+
+
 def _never_empty(episode: Episode, eos_token_id: int) -> Episode:
     """An episode that ended at reset has no completion; TRL needs one token, so it gets a masked end token."""
     if not episode.completion_ids:
@@ -234,8 +294,12 @@ def _groups(episodes: Sequence[Episode]) -> dict[tuple[str, int], list[Episode]]
     return groups
 
 
-def env_reward(prompts: list, completions: list, env_reward: list[float], **_: Any) -> list[float]:
-    """The environment's reward (normalised per env when configured): what GRPO optimises."""
+def env_reward(prompts: list, completions: list, env_reward: list[float | None], **_: Any) -> list[float | None]:
+    """The environment's reward (normalised per env when configured): what GRPO optimises.
+
+    None for an episode ended by an infrastructure fault: TRL turns it into NaN and, since every other reward
+    function also returns None there, leaves the episode out of its group's mean and std and sets its advantage to 0.
+    """
     return list(env_reward)
 
 

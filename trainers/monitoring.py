@@ -154,10 +154,13 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     groups: dict[tuple[str, int], set[float]] = defaultdict(set)
     for episode in episodes:
         rewards[episode.env_id].append(episode.reward)
-        groups[episode.env_id, episode.group].add(episode.reward)
+        scored = groups[episode.env_id, episode.group]  # an infrastructure fault is no sample of the task
+        if not episode.infra_error:
+            scored.add(episode.reward)
     for env_id, values in rewards.items():
         metrics[reward_metric(env_id)] = float(np.mean(values))
-    metrics["groups/zero_variance"] = float(np.mean([len(values) == 1 for values in groups.values()]))
+    # as GRPO's filter: fewer than two distinct scored rewards (a lone scored episode has advantage 0 too)
+    metrics["groups/zero_variance"] = float(np.mean([len(values) < 2 for values in groups.values()]))
     return metrics
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import gymnasium as gym
 import pytest
@@ -11,7 +12,9 @@ import torch
 
 import agentgym_envs  # noqa: F401
 from tasks import load_split
-from trainers.grpo import SLOT_PREFIX, AgentGRPOConfig, build_trainer
+from trainers.grpo import SLOT_PREFIX, AgentGRPOConfig, EnvironmentRollouts, build_trainer
+from trainers.monitoring import episode_metrics
+from trainers.rollout import Episode
 from trainers.tiny_model import load_or_build_tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -207,3 +210,115 @@ def test_a_gradient_step_on_the_loss_favours_the_episodes_with_positive_advantag
     # first order: sum_i A_i * change_i = lr * |gradient|^2 > 0; a flipped sign or a lost mask makes it fall
     assert float((advantages * change).sum()) > 0
     assert change[advantages > 0].mean() > change[advantages < 0].mean()
+
+
+def make_trainer_with_rewards(tmp_path, rewards: list[float | None], **overrides):
+    """A trainer whose batch of episodes gets ``rewards`` in order; None: an infrastructure fault, which still
+    reports reward components (as a crashed env's last step may), so that their blanking is tested too."""
+    model, tokenizer = load_or_build_tiny_model()
+    trainer = build_trainer(make_config(tmp_path, **overrides), model, tokenizer, tasks={ENV_ID: TASKS},
+                            env_factory=lambda env_id: gym.make(env_id, split="train"))
+    engine = trainer.rollouts._engine(trainer)
+    play = engine.run
+
+    def play_with_rewards(requests):
+        episodes = play(requests)
+        for episode, reward in zip(episodes, rewards, strict=True):
+            episode.infra_error = reward is None
+            episode.reward = 0.0 if reward is None else reward
+            episode.reward_components = {"outcome": episode.reward, "format": 1.0}
+        return episodes
+
+    engine.run = play_with_rewards
+    return trainer
+
+
+STD_1_0_1 = math.sqrt(1 / 3)  # sample std (Bessel, as TRL's nanstd) of the scored rewards 1, 0, 1
+EPS = 1e-4  # TRL adds it to the std
+
+
+@pytest.mark.parametrize(("num_generations", "scale_rewards", "rewards", "expected"), [
+    # one group of 4, the fault left out: mean 2/3 and std sqrt(1/3) over [1, 0, 1]
+    # (counted as 0 it would give mean 1/2 and +-0.866)
+    (4, "group", [1.0, 0.0, None, 1.0],
+     [(1 / 3) / (STD_1_0_1 + EPS), (-2 / 3) / (STD_1_0_1 + EPS), 0.0, (1 / 3) / (STD_1_0_1 + EPS)]),
+    # no scaling: reward minus the scored members' mean 2/3
+    (4, "none", [1.0, 0.0, None, 1.0], [1 / 3, -2 / 3, 0.0, 1 / 3]),
+    # two groups of 2 and the std of the batch's scored rewards [1, 0, 1]; group [1, fault]: one scored episode,
+    # its own mean, advantage 0; group [0, 1]: mean 1/2
+    (2, "batch", [1.0, None, 0.0, 1.0], [0.0, 0.0, -0.5 / (STD_1_0_1 + EPS), 0.5 / (STD_1_0_1 + EPS)]),
+])
+def test_an_infra_episode_stays_out_of_its_groups_baseline_and_gets_advantage_zero(
+        tmp_path, num_generations, scale_rewards, rewards, expected):
+    trainer = make_trainer_with_rewards(tmp_path, rewards, num_generations=num_generations,
+                                        scale_rewards=scale_rewards)
+    try:
+        rows = [{"prompt": f"{SLOT_PREFIX}{i // num_generations}"} for i in range(4)]
+        torch.manual_seed(0)
+        inputs = trainer._generate_and_score_completions(rows)  # TRL's own rewards-to-advantages path
+        loss = trainer.compute_loss(trainer.model, inputs)
+    finally:
+        trainer.rollouts.close()
+    assert inputs["advantages"].tolist() == pytest.approx(expected, abs=1e-6)
+    faults = [i for i, reward in enumerate(rewards) if reward is None]
+    assert int(inputs["tool_mask"][faults].sum()) == 0  # and nothing of it reaches the loss
+    assert torch.isfinite(loss)  # no NaN from the unscorable row leaks into the loss
+
+
+def episodes_with(groups: list[list[float | None]], env_id: str = ENV_ID) -> list[Episode]:
+    """Episodes of consecutive groups with these rewards (None: an infrastructure fault, reported as 0.0)."""
+    return [Episode(env_id=env_id, task_id=f"task-{group}", group=group, prompt_ids=[1],
+                    reward=0.0 if reward is None else reward, infra_error=reward is None)
+            for group, rewards in enumerate(groups) for reward in rewards]
+
+
+def test_the_zero_variance_filter_and_metric_leave_infra_episodes_out(tmp_path):
+    groups = [[1.0, 1.0, None, 1.0],  # scored rewards all equal (the fault counted as 0 would look informative)
+              [1.0, None, None, None],  # one scored episode: its advantage is 0 anyway
+              [1.0, 0.0, None, 1.0],  # signal: only the fault is dropped
+              [0.0, 0.0, 0.0, 0.0]]  # plain zero variance
+    episodes = episodes_with(groups)
+    filtering = EnvironmentRollouts(make_config(tmp_path, filter_zero_variance_groups=True), {ENV_ID: TASKS})
+    assert filtering._masked_out(episodes, filtering._env_rewards(episodes)) == {0, 1, 2, 3, 4, 5, 6, 7, 10,
+                                                                                 12, 13, 14, 15}
+    keeping = EnvironmentRollouts(make_config(tmp_path), {ENV_ID: TASKS})
+    assert keeping._masked_out(episodes, keeping._env_rewards(episodes)) == {2, 5, 6, 7, 10}  # the faults only
+    assert episode_metrics(episodes)["groups/zero_variance"] == 0.75
+
+
+def test_per_env_normalisation_divides_a_whole_batch_by_the_statistics_from_before_it(tmp_path):
+    other = "agentrl/Other-v0"
+    rollouts = EnvironmentRollouts(make_config(tmp_path), {ENV_ID: TASKS, other: TASKS})
+    first = episodes_with([[0.0, 2.0]]) + episodes_with([[5.0]], env_id=other)
+    assert rollouts._env_rewards(first) == [0.0, 2.0, 5.0]  # no statistics before the first batch: unchanged
+    batch = episodes_with([[1.0, 3.0, None]]) + episodes_with([[4.0]], env_id=other)
+    rewards = rollouts._env_rewards(batch)
+    # ENV_ID's statistics before this batch: 0, 2 (std sqrt(2)), the same for both; other's: one value only
+    assert rewards[:2] == pytest.approx([1 / math.sqrt(2), 3 / math.sqrt(2)])
+    assert rewards[2:] == [None, 4.0]
+    stats = rollouts.reward_stats[ENV_ID]
+    # afterwards: 0, 2, 1, 3 (the fault never counts): mean 1.5, std sqrt(5/3)
+    assert (stats.count, stats.mean, stats.std) == (4, pytest.approx(1.5), pytest.approx(math.sqrt(5 / 3)))
+    assert rollouts._env_rewards(episodes_with([[1.0]])) == pytest.approx([1 / math.sqrt(5 / 3)])
+
+
+def test_each_process_draws_its_own_tasks_deterministically(tmp_path):
+    tasks = {ENV_ID: load_split("Search", "train")}
+    prompts = [f"{SLOT_PREFIX}{i // 2}" for i in range(16)]  # 8 groups of 2
+
+    def drawn(process_index: int) -> list[str]:
+        rollouts = EnvironmentRollouts(make_config(tmp_path), tasks)
+        rollouts.seed_process(process_index, num_processes=2)
+        return [request.task.id for request in rollouts._requests(prompts)]
+
+    assert drawn(0) == drawn(0) and drawn(1) == drawn(1)  # deterministic per process
+    assert drawn(0) != drawn(1)
+
+
+def test_several_processes_need_whole_groups_on_each(tmp_path):
+    rollouts = EnvironmentRollouts(make_config(tmp_path), {ENV_ID: TASKS})
+    rollouts.config.per_device_train_batch_size = 3  # groups of 2 would straddle two processes
+    with pytest.raises(ValueError, match="expected a multiple of num_generations"):
+        rollouts.seed_process(0, num_processes=2)
+    rollouts.seed_process(0, num_processes=1)  # one process holds every group whole
+    assert rollouts.rng is not None
