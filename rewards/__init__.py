@@ -2,7 +2,11 @@
 
 A reward function maps ``(task, trajectory, evidence)`` to a float or a :class:`RewardResult`;
 :class:`CompositeReward` sums weighted, capped terms and logs every component. Everything here
-is pure and deterministic except :class:`LLMJudge`, the one term that does I/O.
+is pure and deterministic except :class:`LLMJudge`, the one term that does I/O. A term that depends
+on a service raises an :class:`~tasks.errors.InfrastructureError` (:class:`JudgeUnavailableError`)
+when the service does not answer; :class:`CompositeReward` passes it through unwrapped, so that the
+environment ends the episode as an infrastructure episode. The math verifier runs under a
+wall-clock limit in worker processes (:mod:`rewards.timelimit`), from any thread.
 
 Example:
     >>> from rewards import CompositeReward, Term, exact_match_reward, format_reward
@@ -14,7 +18,14 @@ Example:
 
 from rewards.base import RewardFn, RewardResult
 from rewards.composite import CompositeReward, Term
-from rewards.errors import JudgeError, RewardComputationError, RewardConfigError, RewardError
+from rewards.errors import (
+    JudgeError,
+    JudgeUnavailableError,
+    RewardComputationError,
+    RewardConfigError,
+    RewardError,
+    VerifierUnavailableError,
+)
 from rewards.format import format_reward
 from rewards.judge import JudgeBackend, JudgeCache, LLMJudge, OpenAICompatibleBackend, TransformersBackend
 from rewards.length import (
@@ -24,7 +35,7 @@ from rewards.length import (
     make_length_penalty,
     sigmoid_length_penalty,
 )
-from rewards.math import math_equivalence_reward, math_equivalent
+from rewards.math import MathVerdict, math_equivalence_reward, math_equivalent, math_verdict
 from rewards.text import exact_match, exact_match_reward, f1_reward, gold_answers, normalize_answer, token_f1
 from rewards.tool_shaping import make_tool_shaping_reward
 from rewards.unit_tests import UnitTestEvidence, make_unit_test_reward, unit_test_reward
@@ -34,7 +45,9 @@ __all__ = [
     "JudgeBackend",
     "JudgeCache",
     "JudgeError",
+    "JudgeUnavailableError",
     "LLMJudge",
+    "MathVerdict",
     "OpenAICompatibleBackend",
     "RewardComputationError",
     "RewardConfigError",
@@ -44,6 +57,7 @@ __all__ = [
     "Term",
     "TransformersBackend",
     "UnitTestEvidence",
+    "VerifierUnavailableError",
     "completion_length",
     "dapo_overlong_penalty",
     "exact_match",
@@ -57,6 +71,7 @@ __all__ = [
     "make_unit_test_reward",
     "math_equivalence_reward",
     "math_equivalent",
+    "math_verdict",
     "normalize_answer",
     "sigmoid_length_penalty",
     "token_f1",

@@ -16,6 +16,7 @@ from typing import Any
 
 from rewards.base import RewardFn, RewardResult
 from rewards.errors import RewardComputationError, RewardConfigError
+from tasks.errors import InfrastructureError
 from tasks.records import Task, Trajectory
 
 
@@ -102,8 +103,10 @@ class CompositeReward:
         """Score a trajectory with every term.
 
         Raises:
-            RewardComputationError: When a term raises or returns a value that is not a finite
-                number; the message names the term.
+            InfrastructureError: Unchanged, when a term raises one (a judge service that does not
+                answer): the environment ends the episode as an infrastructure episode.
+            RewardComputationError: When a term raises anything else or returns a value that is not
+                a finite number; the message names the term.
         """
         total = 0.0
         components: dict[str, float] = {}
@@ -137,6 +140,8 @@ def _check_terms(terms: tuple[Term, ...]) -> None:
 def _evaluate(term: Term, task: Task, trajectory: Trajectory, evidence: Mapping[str, Any]) -> RewardResult:
     try:
         raw = term.fn(task, trajectory, evidence)
+    except InfrastructureError:
+        raise  # not the agent's doing and not a bug in the term: the env makes it an infra episode
     except Exception as exc:  # re-raised with the term's name: a failing term is never a silent 0
         raise RewardComputationError(f"reward term {term.name!r} raised {type(exc).__name__}: {exc}") from exc
     result = raw if isinstance(raw, RewardResult) else RewardResult(value=raw)

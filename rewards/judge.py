@@ -16,11 +16,15 @@ The judge is the one reward in this package that does I/O. Three things keep it 
 
 Backends: :class:`OpenAICompatibleBackend` talks to any OpenAI-compatible server (vLLM,
 llama.cpp, ...) with the standard library only; :class:`TransformersBackend` generates locally.
+A server that does not answer (refused, timed out, HTTP 5xx or 429, a reply that is not JSON) is
+asked again a few times and then raises :class:`~rewards.errors.JudgeUnavailableError`, an
+:class:`~tasks.errors.InfrastructureError`: the episode is an infrastructure episode, not a 0.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import math
 import os
@@ -34,8 +38,10 @@ from numbers import Real
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import tenacity
+
 from rewards.base import RewardResult
-from rewards.errors import JudgeError, RewardConfigError
+from rewards.errors import JudgeError, JudgeUnavailableError, RewardConfigError
 from tasks.records import Task, Trajectory
 
 _VERDICT = re.compile(r"VERDICT\s*:\s*(PASS|FAIL)", re.IGNORECASE)
@@ -57,7 +63,8 @@ class JudgeBackend(Protocol):
         """Return exactly ``n`` replies to ``prompt`` sampled at ``temperature``.
 
         Raises:
-            JudgeError: When the model cannot be reached or answers malformed data.
+            JudgeUnavailableError: When the model's service does not answer (an infrastructure fault).
+            JudgeError: When the model answers malformed data or rejects the request.
         """
         ...
 
@@ -289,7 +296,8 @@ class LLMJudge:
             ``RewardResult(1.0 or 0.0, {"votes_pass", "votes_fail", "votes_abstain", "votes_total"})``.
 
         Raises:
-            JudgeError: When a backend fails or returns the wrong number of replies.
+            JudgeUnavailableError: When a backend's service does not answer (an InfrastructureError).
+            JudgeError: When a backend fails otherwise or returns the wrong number of replies.
         """
         prompt = build_judge_prompt(self.rubric, task, trajectory)
         verdicts = [
@@ -348,17 +356,24 @@ class OpenAICompatibleBackend:
     """A judge served by any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, llama.cpp, ...).
 
     Uses only the standard library (``urllib.request``). Servers that ignore ``n`` and return
-    fewer choices are asked again until ``n`` replies are collected.
+    fewer choices are asked again until ``n`` replies are collected. A request that the service
+    does not answer (connection refused or reset, no reply within ``timeout_s``, HTTP 5xx or 429,
+    a body that is not JSON) is sent again, up to ``max_attempts`` times with exponential backoff,
+    and then raises :class:`~rewards.errors.JudgeUnavailableError`. HTTP 4xx and JSON of the wrong
+    shape are not retried: they raise :class:`~rewards.errors.JudgeError` (a wrong URL, model or key).
 
     Args:
         base_url: Server root including the API prefix, e.g. ``"http://localhost:8000/v1"``.
         model: Model name the server knows.
         api_key: Sent as a bearer token when given.
-        timeout_s: Timeout of one HTTP request, in seconds.
+        timeout_s: Socket timeout of one HTTP request (connecting, and each read), in seconds.
         max_tokens: Cap on the tokens of one reply.
+        max_attempts: How often one request is sent before the service counts as unavailable (>= 1).
+        retry_wait_s: Wait before the first retry, doubled before each further one (capped at 30 s).
 
     Raises:
-        RewardConfigError: On a URL that is not http(s), an empty model or a bad timeout.
+        RewardConfigError: On a URL that is not http(s), an empty model, a bad timeout or bad retry
+            settings.
     """
 
     def __init__(
@@ -369,20 +384,26 @@ class OpenAICompatibleBackend:
         timeout_s: float = 60,
         *,
         max_tokens: int = 1024,
+        max_attempts: int = 3,
+        retry_wait_s: float = 1.0,
     ) -> None:
         if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
             raise RewardConfigError(f"expected an http(s) base_url, got {base_url!r}")
         if not model:
             raise RewardConfigError(f"expected a model name, got {model!r}")
-        if not isinstance(timeout_s, Real) or not timeout_s > 0:
-            raise RewardConfigError(f"expected timeout_s > 0, got {timeout_s!r}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise RewardConfigError(f"expected max_tokens to be an int >= 1, got {max_tokens!r}")
+        if not isinstance(timeout_s, Real) or not 0 < timeout_s < math.inf:
+            raise RewardConfigError(f"expected a finite timeout_s > 0, got {timeout_s!r}")
+        _check_positive_int("max_tokens", max_tokens)
+        _check_positive_int("max_attempts", max_attempts)
+        if not isinstance(retry_wait_s, Real) or not 0 <= retry_wait_s < math.inf:
+            raise RewardConfigError(f"expected a finite retry_wait_s >= 0, got {retry_wait_s!r}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.name = f"openai:{model}@{base_url.rstrip('/')}"
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
+        self.max_attempts = max_attempts
+        self.retry_wait_s = retry_wait_s
         self._api_key = api_key
 
     def complete(self, prompt: str, *, n: int, temperature: float) -> list[str]:
@@ -412,20 +433,45 @@ class OpenAICompatibleBackend:
         request = urllib.request.Request(
             self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
         )
-        return _choices(self._send(request), self.url)
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_attempts),
+            wait=tenacity.wait_exponential(multiplier=self.retry_wait_s, max=30),
+            retry=tenacity.retry_if_exception_type(JudgeUnavailableError),
+            reraise=True,
+        )
+        return _choices(retrying(self._send, request), self.url)
 
     def _send(self, request: urllib.request.Request) -> Any:
+        """POST once; every fault of the service itself is a JudgeUnavailableError."""
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return json.load(response)
         except urllib.error.HTTPError as exc:
-            with exc:
-                detail = exc.read(300).decode("utf-8", errors="replace")
-            raise JudgeError(f"expected HTTP 200 from {self.url}, got {exc.code}: {detail}") from exc
-        except OSError as exc:  # URLError, refused connections and timeouts
-            raise JudgeError(f"expected a reply from {self.url}, got {exc}") from exc
-        except ValueError as exc:
-            raise JudgeError(f"expected a JSON reply from {self.url}, got {exc}") from exc
+            raise _http_error(exc, self.url) from exc
+        except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut short
+            raise JudgeUnavailableError(f"expected a reply from {self.url}, got {exc!r}") from exc
+        except ValueError as exc:  # not JSON, or not UTF-8: a garbled reply
+            raise JudgeUnavailableError(f"expected a JSON reply from {self.url}, got {exc}") from exc
+
+
+_UNAVAILABLE_STATUSES = frozenset({408, 429})  # request timeout, too many requests: the service, not the request
+
+
+def _http_error(exc: urllib.error.HTTPError, url: str) -> JudgeError:
+    """HTTP 5xx, 408 and 429 are the service's fault; any other status is the request's."""
+    with exc:
+        try:
+            detail = exc.read(300).decode("utf-8", errors="replace")
+        except (OSError, http.client.HTTPException) as read_error:
+            detail = f"(body unreadable: {read_error!r})"
+    message = f"expected HTTP 200 from {url}, got {exc.code}: {detail}"
+    unavailable = exc.code >= 500 or exc.code in _UNAVAILABLE_STATUSES
+    return JudgeUnavailableError(message) if unavailable else JudgeError(message)
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RewardConfigError(f"expected {name} to be an int >= 1, got {value!r}")
 
 
 def _choices(payload: Any, url: str) -> list[str]:
@@ -449,6 +495,9 @@ class TransformersBackend:
         model_path: A local checkpoint folder or a hub id.
         max_new_tokens: Cap on the tokens of one reply.
         device: Where to run, e.g. ``"cuda"``; defaults to CUDA when available, else CPU.
+
+    There is no service to be unavailable here: a missing extra or an unloadable checkpoint is a
+    plain :class:`~rewards.errors.JudgeError` (the user's to fix), and nothing is retried.
     """
 
     def __init__(self, model_path: str, *, max_new_tokens: int = 512, device: str | None = None) -> None:

@@ -12,9 +12,14 @@ untrusted model output:
   would read their right-hand side alone), while ``x = 5`` passes as ``5``.
 - Inputs over :data:`MAX_ANSWER_CHARS`, and inputs whose exact value explodes (power towers such
   as ``9^{9^{9}}``, huge exponents or factorials), are rejected before any parsing.
-- In the main thread the whole comparison runs under a ``SIGALRM`` timer of ``timeout_s``
-  seconds (unless another timer is already armed, which it never overrides). Signals cannot
-  interrupt other threads, so there the size and explosion guards are the bound.
+- Whatever the guards miss (``(10^{99})!``, ``\Gamma(10^{30})``, ``(x+1)^{9999}``) is cut by a
+  real wall-clock limit of ``timeout_s`` seconds that works from any thread: the comparison runs
+  in a persistent worker process (:mod:`rewards.timelimit`), which is killed and replaced when it
+  runs past the limit. An answer cut that way is wrong (the agent wrote it), and
+  :func:`math_verdict` and :func:`math_equivalence_reward` say that it was cut. math-verify's own
+  ``SIGALRM`` timeouts are off (they work only on a main thread), and so is its notice that they
+  are off. The workers are started on first use, at most :data:`MAX_WORKERS` of them, one per
+  concurrent caller; each call costs a round trip through two pipes on top of the comparison.
 
 The fallback never calls ``eval`` on raw text: after LaTeX rewriting, only digits, operators,
 brackets, single-letter variables and a few function names (``sqrt``, ``log``, ``sin``, ...) reach
@@ -24,12 +29,12 @@ sympy's ``parse_expr``, with empty builtins.
 from __future__ import annotations
 
 import cmath
+import logging
 import math
+import os
 import re
-import signal
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any
@@ -38,7 +43,9 @@ import sympy
 from math_verify import LatexExtractionConfig, parse, verify
 from sympy.parsing.sympy_parser import implicit_multiplication, parse_expr, standard_transformations
 
+from rewards.base import RewardResult
 from rewards.errors import RewardComputationError, RewardConfigError
+from rewards.timelimit import TimeLimitedWorkers, WorkerDied, WorkerTimedOut
 from tasks.records import Task, Trajectory
 
 MAX_ANSWER_CHARS = 2000
@@ -46,6 +53,13 @@ MAX_ANSWER_CHARS = 2000
 
 REL_TOL = 1e-9
 """Relative tolerance of the numeric comparison (decimals against exact values)."""
+
+TIMEOUT_S = 5.0
+"""Wall-clock limit of one comparison, in seconds (the default of :func:`math_verdict`; read at call time by
+:func:`math_equivalence_reward`)."""
+
+MAX_WORKERS = min(8, os.cpu_count() or 1)
+"""Most verifier worker processes alive at once (calls beyond that wait for a free one)."""
 
 _MV_FLOAT_ROUNDING = 12  # math-verify rounds floats to this many decimals; the fallback adds REL_TOL
 _MV_CONFIG = (LatexExtractionConfig(),)
@@ -73,7 +87,58 @@ _NAMED = re.compile(  # "x", "x_1", "(x, y)" at the start or after a separator: 
 )
 
 
-def math_equivalent(prediction: str, gold: str, *, timeout_s: float = 5.0) -> bool:
+@dataclass(frozen=True)
+class MathVerdict:
+    """The outcome of one math comparison.
+
+    Attributes:
+        equivalent: Whether the prediction means the same as the gold answer; False whenever the
+            comparison did not finish.
+        timed_out: The comparison ran past its limit and was killed (the answer counts as wrong).
+        crashed: The worker process died during the comparison, e.g. out of memory (wrong, too).
+    """
+
+    equivalent: bool
+    timed_out: bool = False
+    crashed: bool = False
+
+
+def math_verdict(prediction: str, gold: str, *, timeout_s: float = TIMEOUT_S) -> MathVerdict:
+    r"""Compare a predicted answer with the gold one, under a wall-clock limit, from any thread.
+
+    Like :func:`math_equivalent`, and says whether the comparison was cut short.
+
+    Args:
+        prediction: The model's final answer (untrusted).
+        gold: The reference answer.
+        timeout_s: Wall-clock limit of the comparison in its worker process, in seconds (starting
+            a worker and waiting for a free one do not count).
+
+    Returns:
+        The verdict; ``timed_out`` or ``crashed`` is set when the comparison did not finish.
+
+    Raises:
+        RewardConfigError: When ``timeout_s`` is not a positive, finite number.
+        VerifierUnavailableError: When no worker process can be started (an InfrastructureError).
+
+    Example:
+        >>> math_verdict("(10^{99})!", "1", timeout_s=0.5)
+        MathVerdict(equivalent=False, timed_out=True, crashed=False)
+    """
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, Real) or not 0 < timeout_s < math.inf:
+        raise RewardConfigError(f"expected a positive, finite timeout_s, got {timeout_s!r}")
+    if not _small_text(prediction) or not _small_text(gold):
+        return MathVerdict(equivalent=False)  # not worth a round trip
+    try:
+        equal = _workers().call(f"{__name__}:_compare_in_worker", [prediction, gold], timeout_s=timeout_s)
+    except WorkerTimedOut:
+        return MathVerdict(equivalent=False, timed_out=True)
+    except WorkerDied:
+        return MathVerdict(equivalent=False, crashed=True)
+    return MathVerdict(equivalent=equal is True)
+
+
+def math_equivalent(prediction: str, gold: str, *, timeout_s: float = TIMEOUT_S) -> bool:
     r"""Whether a predicted answer is mathematically equivalent to the gold answer.
 
     Both strings may be LaTeX or plain text, optionally in ``$...$`` or ``\boxed{...}``.
@@ -84,8 +149,8 @@ def math_equivalent(prediction: str, gold: str, *, timeout_s: float = 5.0) -> bo
     Args:
         prediction: The model's final answer (untrusted).
         gold: The reference answer.
-        timeout_s: Bound on the whole comparison, in seconds (main thread only; see the module
-            docstring for worker threads).
+        timeout_s: Wall-clock limit of the comparison, in seconds, enforced from any thread (see
+            :func:`math_verdict`).
 
     Returns:
         True when equivalent; False when not, and for empty, garbage, ambiguous, oversized
@@ -93,6 +158,7 @@ def math_equivalent(prediction: str, gold: str, *, timeout_s: float = 5.0) -> bo
 
     Raises:
         RewardConfigError: When ``timeout_s`` is not a positive number.
+        VerifierUnavailableError: When no worker process can be started (an InfrastructureError).
 
     Example:
         >>> math_equivalent("\\frac{1}{2}", "0.5")
@@ -100,25 +166,22 @@ def math_equivalent(prediction: str, gold: str, *, timeout_s: float = 5.0) -> bo
         >>> math_equivalent("[1, 3)", "[1, 3]")
         False
     """
-    if not isinstance(timeout_s, Real) or not timeout_s > 0 or not math.isfinite(timeout_s):
-        raise RewardConfigError(f"expected a positive, finite timeout_s, got {timeout_s!r}")
-    predicted, reference = _answer_text(prediction), _answer_text(gold)
-    if predicted is None or reference is None or _SEPARATE_NUMBERS.search(predicted):
-        return False
-    try:
-        with _deadline(float(timeout_s)):
-            return _math_verify_equal(predicted, reference) or _sympy_equal(predicted, reference)
-    except _DeadlineExceeded:
-        return False
+    return math_verdict(prediction, gold, timeout_s=timeout_s).equivalent
 
 
-def math_equivalence_reward(task: Task, trajectory: Trajectory, evidence: Mapping[str, Any]) -> float:
+def math_equivalence_reward(task: Task, trajectory: Trajectory, evidence: Mapping[str, Any]) -> RewardResult:
     """Reward term: 1.0 when the final answer is :func:`math_equivalent` to ``task.answer``.
 
-    A trajectory without a final answer scores 0.0. ``evidence`` is not used.
+    A trajectory without a final answer scores 0.0. ``evidence`` is not used. The comparison is
+    cut after :data:`TIMEOUT_S` seconds.
+
+    Returns:
+        The value with components ``verifier_timeout`` and ``verifier_crash`` (1.0 when the
+        comparison was cut short or its worker died; the answer then scores 0.0).
 
     Raises:
         RewardComputationError: When ``task.answer`` is neither a string nor a number.
+        VerifierUnavailableError: When no worker process can be started (an InfrastructureError).
     """
     gold = task.answer
     if isinstance(gold, bool) or not isinstance(gold, str | Real):
@@ -126,7 +189,55 @@ def math_equivalence_reward(task: Task, trajectory: Trajectory, evidence: Mappin
             f"expected task.answer to be a string or a number in task {task.id!r}, got {gold!r}"
         )
     answer = trajectory.final_answer
-    return 0.0 if answer is None else float(math_equivalent(answer, str(gold)))
+    verdict = MathVerdict(equivalent=False) if answer is None else math_verdict(answer, str(gold), timeout_s=TIMEOUT_S)
+    return RewardResult(
+        value=float(verdict.equivalent),
+        components={"verifier_timeout": float(verdict.timed_out), "verifier_crash": float(verdict.crashed)},
+    )
+
+
+# ------------------------------------------------------------------------------ worker processes
+
+_pool: TimeLimitedWorkers | None = None
+_pool_lock = threading.Lock()
+
+
+def _workers() -> TimeLimitedWorkers:
+    """This process's verifier workers, started on first use (a pool inherited through fork is left alone)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool.pid != os.getpid():
+            _pool = TimeLimitedWorkers(max_workers=MAX_WORKERS, preload=[__name__])
+        return _pool
+
+
+def _small_text(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= MAX_ANSWER_CHARS
+
+
+class _NoTimeoutNotice(logging.Filter):
+    """Drops math-verify's "Timeout is disabled" notice: the worker process is the timeout."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Timeout is disabled")
+
+
+_NO_TIMEOUT_NOTICE = _NoTimeoutNotice()
+
+
+def _compare_in_worker(prediction: str, gold: str) -> bool:
+    """:func:`_compare` as run in a worker process (see :mod:`rewards.timelimit`)."""
+    for name in ("math_verify.grader", "math_verify.parser"):
+        logging.getLogger(name).addFilter(_NO_TIMEOUT_NOTICE)  # idempotent: a filter is added once
+    return _compare(prediction, gold)
+
+
+def _compare(prediction: str, gold: str) -> bool:
+    """The whole comparison, in this process and without a time limit: guards, math-verify, sympy."""
+    predicted, reference = _answer_text(prediction), _answer_text(gold)
+    if predicted is None or reference is None or _SEPARATE_NUMBERS.search(predicted):
+        return False
+    return _math_verify_equal(predicted, reference) or _sympy_equal(predicted, reference)
 
 
 # ---------------------------------------------------------------------------- answer extraction
@@ -203,39 +314,6 @@ def _unwrap_once(text: str) -> str:
     return text
 
 
-# --------------------------------------------------------------------------------------- deadline
-
-
-class _DeadlineExceeded(BaseException):
-    """Raised by the timer; a BaseException so that library ``except Exception`` blocks let it pass."""
-
-
-@contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` when a SIGALRM timer is available and free."""
-    usable = (
-        hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-        and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-    )
-    if not usable:
-        yield
-        return
-    previous = signal.signal(signal.SIGALRM, _raise_deadline)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        try:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        finally:
-            signal.signal(signal.SIGALRM, previous)
-
-
-def _raise_deadline(signum: int, frame: object) -> None:
-    raise _DeadlineExceeded
-
-
 # ---------------------------------------------------------------------------------- math-verify
 
 
@@ -249,7 +327,7 @@ def _math_verify_equal(predicted: str, reference: str) -> bool:
         float_rounding=_MV_FLOAT_ROUNDING,
         strict=True,
         allow_set_relation_comp=True,
-        timeout_seconds=None,  # bounded by _deadline; math-verify's own alarm would clobber it
+        timeout_seconds=None,  # bounded by the worker process; math-verify's SIGALRM works on main threads only
     )
 
 

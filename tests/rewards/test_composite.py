@@ -4,7 +4,17 @@ import math
 
 import pytest
 
-from rewards import CompositeReward, RewardComputationError, RewardConfigError, RewardResult, Term
+from rewards import (
+    CompositeReward,
+    JudgeError,
+    JudgeUnavailableError,
+    RewardComputationError,
+    RewardConfigError,
+    RewardResult,
+    Term,
+    VerifierUnavailableError,
+)
+from tasks.errors import InfrastructureError
 from tasks.records import Task, Trajectory
 
 TASK = Task(id="qa/0", env="Search", family="qa", prompt="Who?", answer="Ada")
@@ -116,6 +126,53 @@ def test_raising_term_keeps_the_cause() -> None:
     with pytest.raises(RewardComputationError) as caught:
         reward(TASK, TRAJECTORY, {})
     assert isinstance(caught.value.__cause__, KeyError)
+
+
+class SandboxDied(InfrastructureError):
+    """Stands in for an upper layer's infrastructure error (agentgym_envs' SandboxError)."""
+
+
+def raising(error: BaseException):
+    """A reward function that always raises ``error``."""
+
+    def fn(task: Task, trajectory: Trajectory, evidence: object) -> float:
+        raise error
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        InfrastructureError("service down"),  # the base itself
+        JudgeUnavailableError("expected a reply from http://judge/v1, got timed out"),  # a judge that does not answer
+        VerifierUnavailableError("expected a verifier worker to start"),  # a host that cannot start a process
+        SandboxDied("container gone"),  # a subclass defined in another layer
+    ],
+)
+def test_infrastructure_error_passes_through_unwrapped(error: InfrastructureError) -> None:
+    # the env turns it into an infrastructure episode; wrapping it would end the rollout batch
+    reward = CompositeReward([Term("good", constant(1.0)), Term("judge", raising(error), weight=0.0)])
+    with pytest.raises(type(error)) as caught:
+        reward(TASK, TRAJECTORY, {})
+    assert caught.value is error
+    assert not isinstance(caught.value, RewardComputationError)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        JudgeError("expected HTTP 200 from http://judge/v1, got 404"),  # a judge misconfigured: the user's fault
+        RuntimeError("boom"),  # a bug in the term
+        TimeoutError("timed out"),  # an OSError that is not an InfrastructureError: still the term's failure
+        ZeroDivisionError("division by zero"),  # arithmetic on agent data
+    ],
+)
+def test_other_errors_are_wrapped_naming_the_term(error: Exception) -> None:
+    reward = CompositeReward([Term("good", constant(1.0)), Term("bad", raising(error))])
+    with pytest.raises(RewardComputationError, match=f"reward term 'bad' raised {type(error).__name__}") as caught:
+        reward(TASK, TRAJECTORY, {})
+    assert caught.value.__cause__ is error
 
 
 def test_weight_zero_term_that_raises_is_still_an_error() -> None:

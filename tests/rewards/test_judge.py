@@ -3,8 +3,10 @@ from __future__ import annotations
 import http.server
 import json
 import re
+import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,14 +17,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rewards import (
+    CompositeReward,
     JudgeCache,
     JudgeError,
+    JudgeUnavailableError,
     LLMJudge,
     OpenAICompatibleBackend,
     RewardConfigError,
+    Term,
     TransformersBackend,
 )
 from rewards.judge import build_judge_prompt, fence_for, parse_verdict
+from tasks.errors import InfrastructureError
 from tasks.records import Task, Trajectory, Turn
 
 TASK = Task(id="qa/0", env="Search", family="qa", prompt="Who wrote Emma?", answer="Jane Austen")
@@ -246,7 +252,11 @@ class ChatServer:
     status: int = 200
     body: Any = None
     choices_per_request: int | None = None
+    fail_first: int = 0  # the first this many requests get HTTP 503
+    delay_s: float = 0.0  # wait this long (or until the test ends) before answering
+    truncated: bool = False  # promise more bytes than are sent, then hang up
     requests: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
 
 
 @pytest.fixture
@@ -257,11 +267,13 @@ def chat_server() -> Iterator[ChatServer]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append((self.path, dict(self.headers), body))
+            state.release.wait(state.delay_s)
             count = state.choices_per_request or body["n"]
             reply = state.body or {"choices": [{"message": {"content": f"reply {i}"}} for i in range(count)]}
             payload = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
-            self.send_response(state.status)
-            self.send_header("Content-Length", str(len(payload)))
+            failing = len(state.requests) <= state.fail_first
+            self.send_response(503 if failing else state.status)
+            self.send_header("Content-Length", str(len(payload) + 100 * state.truncated))
             self.end_headers()
             self.wfile.write(payload)
 
@@ -273,6 +285,7 @@ def chat_server() -> Iterator[ChatServer]:
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     yield state
+    state.release.set()
     server.shutdown()
     server.server_close()
     thread.join()
@@ -310,15 +323,87 @@ def test_openai_backend_failures_are_judge_errors(
 ) -> None:
     chat_server.status, chat_server.body = status, body
     with pytest.raises(JudgeError, match=message):
-        OpenAICompatibleBackend(chat_server.url, "m").complete("p", n=1, temperature=0.0)
+        OpenAICompatibleBackend(chat_server.url, "m", max_attempts=1).complete("p", n=1, temperature=0.0)
 
 
 def test_openai_backend_unreachable_server_is_a_judge_error() -> None:
-    backend = OpenAICompatibleBackend("http://127.0.0.1:1/v1", "m", timeout_s=2)  # port 1 refuses
+    backend = OpenAICompatibleBackend("http://127.0.0.1:1/v1", "m", timeout_s=2, max_attempts=1)  # port 1 refuses
     with pytest.raises(
         JudgeError, match=re.escape("expected a reply from http://127.0.0.1:1/v1/chat/completions")
     ):
         backend.complete("p", n=1, temperature=0.0)
+
+
+def closed_port() -> int:
+    """A loopback port that nothing listens on (bound once, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "unavailable", "attempts"),
+    [
+        (500, {"error": "boom"}, True, 2),  # the server failed: asked again, then unavailable
+        (503, {"error": "loading"}, True, 2),  # the server is not ready
+        (502, "<html>bad gateway</html>", True, 2),  # a proxy in front of a dead server
+        (429, {"error": "slow down"}, True, 2),  # overloaded
+        (200, "not json", True, 2),  # a garbled reply
+        (400, {"error": "bad request"}, False, 1),  # the request was wrong: the user's to fix, not retried
+        (401, {"error": "bad key"}, False, 1),  # a wrong api_key
+        (404, {"error": "no such model"}, False, 1),  # a wrong URL or model name
+        (200, {"result": "PASS"}, False, 1),  # JSON, but not a chat completion: a wrong endpoint
+    ],
+)
+def test_openai_backend_service_faults_are_infrastructure_errors(
+    chat_server: ChatServer, status: int, body: Any, unavailable: bool, attempts: int
+) -> None:
+    chat_server.status, chat_server.body = status, body
+    backend = OpenAICompatibleBackend(chat_server.url, "m", max_attempts=2, retry_wait_s=0)
+    with pytest.raises(JudgeError) as caught:
+        backend.complete("p", n=1, temperature=0.0)
+    assert isinstance(caught.value, JudgeUnavailableError) is unavailable
+    assert isinstance(caught.value, InfrastructureError) is unavailable
+    assert len(chat_server.requests) == attempts
+
+
+def test_openai_backend_server_down_is_unavailable() -> None:
+    port = closed_port()
+    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{port}/v1", "m", max_attempts=2, retry_wait_s=0)
+    with pytest.raises(JudgeUnavailableError, match=f"expected a reply from http://127.0.0.1:{port}"):
+        backend.complete("p", n=1, temperature=0.0)
+
+
+def test_openai_backend_slow_server_is_unavailable_after_the_timeout(chat_server: ChatServer) -> None:
+    chat_server.delay_s = 60.0  # released when the test ends
+    backend = OpenAICompatibleBackend(chat_server.url, "m", timeout_s=0.3, max_attempts=2, retry_wait_s=0)
+    start = time.perf_counter()
+    with pytest.raises(JudgeUnavailableError, match="timed out"):
+        backend.complete("p", n=1, temperature=0.0)
+    assert time.perf_counter() - start < 30.0  # generous: it must return, not be fast
+    assert len(chat_server.requests) == 2
+
+
+def test_openai_backend_reply_cut_short_is_unavailable(chat_server: ChatServer) -> None:
+    chat_server.truncated = True  # the server hangs up halfway through the body
+    backend = OpenAICompatibleBackend(chat_server.url, "m", max_attempts=1)
+    with pytest.raises(JudgeUnavailableError, match="IncompleteRead"):
+        backend.complete("p", n=1, temperature=0.0)
+
+
+def test_openai_backend_retries_until_the_service_answers(chat_server: ChatServer) -> None:
+    chat_server.fail_first = 2  # two HTTP 503s, then an answer
+    backend = OpenAICompatibleBackend(chat_server.url, "m", max_attempts=3, retry_wait_s=0)
+    assert backend.complete("p", n=1, temperature=0.0) == ["reply 0"]
+    assert len(chat_server.requests) == 3
+
+
+def test_unavailable_judge_passes_through_the_composite_reward() -> None:
+    # the env ends the episode as an infrastructure episode instead of the batch ending
+    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{closed_port()}/v1", "m", max_attempts=1)
+    reward = CompositeReward([Term("judge", LLMJudge(RUBRIC, [backend]))])
+    with pytest.raises(JudgeUnavailableError):
+        reward(TASK, TRAJECTORY, {})
 
 
 @pytest.mark.parametrize(
@@ -327,6 +412,10 @@ def test_openai_backend_unreachable_server_is_a_judge_error() -> None:
         ({"base_url": "file:///etc/passwd", "model": "m"}, "http\\(s\\) base_url"),  # only HTTP
         ({"base_url": "http://localhost:8000/v1", "model": ""}, "model name"),  # no model
         ({"base_url": "http://localhost:8000/v1", "model": "m", "timeout_s": 0}, "timeout_s > 0"),
+        # a request without a timeout could wait for ever
+        ({"base_url": "http://localhost:8000/v1", "model": "m", "timeout_s": float("inf")}, "timeout_s > 0"),
+        ({"base_url": "http://localhost:8000/v1", "model": "m", "max_attempts": 0}, "max_attempts"),  # never sent
+        ({"base_url": "http://localhost:8000/v1", "model": "m", "retry_wait_s": -1.0}, "retry_wait_s"),
     ],
 )
 def test_openai_backend_configuration(kwargs: dict[str, Any], message: str) -> None:

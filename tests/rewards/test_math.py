@@ -1,15 +1,27 @@
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import signal
+import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rewards.math as math_module
-from rewards import RewardComputationError, RewardConfigError, math_equivalence_reward, math_equivalent
+from rewards import (
+    MathVerdict,
+    RewardComputationError,
+    RewardConfigError,
+    RewardResult,
+    math_equivalence_reward,
+    math_equivalent,
+    math_verdict,
+)
+from rewards.timelimit import WorkerDied, WorkerTimedOut
 from tasks.records import Task, Trajectory, Turn
 
 # (prediction, gold) pairs that mean the same. Every one must pass through the full verifier and
@@ -92,12 +104,19 @@ FALLBACK_ONLY = {
 PATHS = ("full", "math_verify_only", "sympy_only")
 
 
-def use_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
-    """Run the verifier whole, or with one of its two paths disabled."""
+def decide(path: str, prediction: str, gold: str, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """The verdict of the whole verifier (in its worker process), or of one of its two paths alone.
+
+    A path is disabled by patching this process's module, which a worker process does not see, so
+    the one-path verdicts come from the same comparison run here, without the time limit.
+    """
+    if path == "full":
+        return math_equivalent(prediction, gold)
     if path == "math_verify_only":
         monkeypatch.setattr(math_module, "_sympy_equal", lambda predicted, reference: False)
     if path == "sympy_only":
         monkeypatch.setattr(math_module, "_math_verify_equal", lambda predicted, reference: False)
+    return math_module._compare(prediction, gold)
 
 
 @pytest.mark.parametrize(
@@ -110,8 +129,7 @@ def use_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     ],
 )
 def test_equivalent_pairs(prediction: str, gold: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    use_path(monkeypatch, path)
-    assert math_equivalent(prediction, gold) is True
+    assert decide(path, prediction, gold, monkeypatch) is True
 
 
 @pytest.mark.parametrize(("prediction", "gold"), sorted(FALLBACK_ONLY))
@@ -119,15 +137,13 @@ def test_fallback_only_pairs_really_need_the_fallback(
     prediction: str, gold: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # if math-verify learns these forms, FALLBACK_ONLY (and the report of its quirks) is stale
-    use_path(monkeypatch, "math_verify_only")
-    assert math_equivalent(prediction, gold) is False
+    assert decide("math_verify_only", prediction, gold, monkeypatch) is False
 
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize(("prediction", "gold"), NOT_EQUIVALENT)
 def test_not_equivalent_pairs(prediction: str, gold: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    use_path(monkeypatch, path)
-    assert math_equivalent(prediction, gold) is False
+    assert decide(path, prediction, gold, monkeypatch) is False
 
 
 @pytest.mark.parametrize(
@@ -172,50 +188,120 @@ def test_oversized_input_is_rejected_quickly() -> None:
     assert time.perf_counter() - start < 0.5
 
 
-def spin(predicted: str, reference: str) -> bool:
-    """A comparison that never finishes on its own."""
-    while True:
-        pass
+# Answers that pass every cheap guard and then keep sympy busy for far longer than any limit: only
+# the worker process's wall-clock limit stops them.
+HANGING = [
+    "(10^{99})!",  # the factorial of a huge number, computed exactly
+    r"\binom{10^{50}}{10^{25}}",  # a huge binomial coefficient
+    r"\Gamma(10^{30})",  # the gamma function of a huge number
+    "(x+1)^{9999}",  # a huge polynomial, expanded
+]
+LIMIT_S = 1.0
+BOUND_S = 30.0  # generous: the call must return, not be fast on a loaded CI machine
 
 
-def test_slow_comparison_is_cut_at_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(math_module, "_math_verify_equal", spin)
+@pytest.mark.parametrize("answer", HANGING)
+def test_hanging_answer_is_cut_in_a_worker_thread(answer: str) -> None:
+    # the case that used to run unbounded: a verifier called off the main thread
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        start = time.perf_counter()
+        verdict = pool.submit(math_verdict, answer, "1", timeout_s=LIMIT_S).result(timeout=BOUND_S)
+    assert time.perf_counter() - start < BOUND_S
+    assert verdict == MathVerdict(equivalent=False, timed_out=True)
+
+
+def test_hanging_answer_is_cut_in_the_main_thread() -> None:
     start = time.perf_counter()
-    assert math_equivalent("1", "1", timeout_s=0.2) is False
-    assert time.perf_counter() - start < 2.0
+    assert math_equivalent(HANGING[0], "1", timeout_s=LIMIT_S) is False
+    assert time.perf_counter() - start < BOUND_S
 
 
-def test_an_armed_outer_timer_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    class OuterTimeout(Exception):
-        pass
+def test_verifier_works_again_after_a_timeout() -> None:
+    # the killed worker is replaced
+    assert math_verdict(HANGING[0], "1", timeout_s=LIMIT_S).timed_out
+    assert math_verdict("1/2", "0.5", timeout_s=LIMIT_S) == MathVerdict(equivalent=True)
 
+
+def test_an_armed_outer_timer_is_left_alone() -> None:
+    # the limit never touches the caller's SIGALRM timer or handler
     def outer_handler(signum: int, frame: object) -> None:
-        raise OuterTimeout
+        raise AssertionError("the outer timer must not fire during the test")
 
-    monkeypatch.setattr(math_module, "_math_verify_equal", spin)
     previous = signal.signal(signal.SIGALRM, outer_handler)
-    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    signal.setitimer(signal.ITIMER_REAL, 60.0)
     try:
-        # the caller's timer fires, not one of math_equivalent's own after 0.05 s
-        with pytest.raises(OuterTimeout):
-            math_equivalent("1", "1", timeout_s=0.05)
+        assert math_verdict(HANGING[0], "1", timeout_s=0.2).timed_out
+        assert signal.getsignal(signal.SIGALRM) is outer_handler
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 30.0
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
+@pytest.fixture
+def fresh_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Verifier workers started inside the test, so that their output is captured by it."""
+    monkeypatch.setattr(math_module, "_pool", None)
+    yield
+    if math_module._pool is not None:
+        math_module._pool.close()
+
+
+def test_no_timeout_notice_from_a_thread(
+    fresh_workers: None,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # math-verify logs "Timeout is disabled" once per process when its signal timeouts are off;
+    # the worker drops that notice, and this process never runs math-verify
+    monkeypatch.setattr(math_module, "TIMEOUT_S", LIMIT_S)
+    values: list[float] = []
+
+    def score() -> None:
+        for answer in (r"\frac{3}{7}", "4/7", "x = 3/7", HANGING[0]):
+            values.append(math_equivalence_reward(make_task("3/7"), answered(answer), {}).value)
+
+    caplog.set_level(logging.DEBUG)
+    thread = threading.Thread(target=score)
+    thread.start()
+    thread.join(timeout=60)
+    out, err = capfd.readouterr()
+    assert values == [1.0, 0.0, 1.0, 0.0]
+    assert "Timeout is disabled" not in out + err + caplog.text
+
+
 @pytest.mark.parametrize(
-    ("prediction", "gold", "expected"),
+    ("outcome", "verdict"),
     [
-        ("1/2", "0.5", True),  # math-verify's own signal-based timeout would raise here
-        ("((2^{999})^{999})^{999}", "5", False),  # no timer in threads: the explosion guard bounds it
+        (True, MathVerdict(equivalent=True)),  # the comparison finished: equal
+        (False, MathVerdict(equivalent=False)),  # the comparison finished: different
+        (WorkerTimedOut("slow"), MathVerdict(equivalent=False, timed_out=True)),  # cut at the limit
+        (WorkerDied("killed"), MathVerdict(equivalent=False, crashed=True)),  # e.g. the OOM killer
     ],
 )
-def test_works_in_worker_threads(prediction: str, gold: str, expected: bool) -> None:
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        start = time.perf_counter()
-        assert pool.submit(math_equivalent, prediction, gold).result(timeout=10) is expected
-    assert time.perf_counter() - start < 5.0
+def test_verdict_says_how_the_comparison_ended(
+    outcome: object, verdict: MathVerdict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Workers:
+        def call(self, fn: str, args: list[str], *, timeout_s: float) -> object:
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+    monkeypatch.setattr(math_module, "_workers", Workers)
+    assert math_verdict("1", "1") == verdict
+
+
+def test_worker_error_is_not_a_silent_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a bug in the comparison surfaces (the composite names the term) instead of scoring 0
+    class Workers:
+        def call(self, fn: str, args: list[str], *, timeout_s: float) -> object:
+            raise RuntimeError("expected a result from rewards.math:_compare_in_worker, got TypeError: boom")
+
+    monkeypatch.setattr(math_module, "_workers", Workers)
+    with pytest.raises(RuntimeError, match="boom"):
+        math_verdict("1", "1")
 
 
 @pytest.mark.parametrize("timeout_s", [0, -1.0, float("nan"), float("inf")])
@@ -233,20 +319,26 @@ def answered(answer: str) -> Trajectory:
 
 
 @pytest.mark.parametrize(
-    ("gold", "trajectory", "value"),
+    ("gold", "trajectory", "value", "timed_out"),
     [
         # an equivalent final answer
-        (r"\frac{3}{7}", answered("3/7"), 1.0),
+        (r"\frac{3}{7}", answered("3/7"), 1.0, 0.0),
         # a wrong one
-        ("3/7", answered("4/7"), 0.0),
+        ("3/7", answered("4/7"), 0.0, 0.0),
         # no final answer
-        ("3/7", Trajectory(), 0.0),
+        ("3/7", Trajectory(), 0.0, 0.0),
         # a numeric gold answer is compared through its text
-        (42, answered("42"), 1.0),
+        (42, answered("42"), 1.0, 0.0),
+        # an answer that hangs the verifier is wrong, and the component says it was cut
+        ("3/7", answered(HANGING[0]), 0.0, 1.0),
     ],
 )
-def test_math_equivalence_reward(gold: object, trajectory: Trajectory, value: float) -> None:
-    assert math_equivalence_reward(make_task(gold), trajectory, {}) == value
+def test_math_equivalence_reward(
+    gold: object, trajectory: Trajectory, value: float, timed_out: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(math_module, "TIMEOUT_S", LIMIT_S)
+    result = math_equivalence_reward(make_task(gold), trajectory, {})
+    assert result == RewardResult(value, {"verifier_timeout": timed_out, "verifier_crash": 0.0})
 
 
 @pytest.mark.parametrize("gold", [None, ["1", "2"], True])

@@ -7,10 +7,12 @@ import pytest
 import rewards
 from rewards import (
     JudgeError,
+    JudgeUnavailableError,
     RewardComputationError,
     RewardConfigError,
     RewardError,
     UnitTestEvidence,
+    VerifierUnavailableError,
     exact_match_reward,
     format_reward,
     make_length_penalty,
@@ -19,6 +21,7 @@ from rewards import (
     math_equivalence_reward,
     unit_test_reward,
 )
+from tasks.errors import InfrastructureError
 from tasks.records import Task, ToolCall, Trajectory, Turn
 
 
@@ -38,12 +41,22 @@ def test_public_names_are_exported(name: str) -> None:
         (RewardComputationError, (RewardError,)),
         # judge backends and cache
         (JudgeError, (RewardError,)),
+        # a judge service that does not answer: the env makes it an infrastructure episode
+        (JudgeUnavailableError, (JudgeError, RewardError, InfrastructureError)),
+        # no verifier worker process could be started
+        (VerifierUnavailableError, (RewardError, InfrastructureError)),
         # the root
         (RewardError, (Exception,)),
     ],
 )
 def test_error_tree(error: type[Exception], bases: tuple[type[Exception], ...]) -> None:
     assert all(issubclass(error, base) for base in bases)
+
+
+@pytest.mark.parametrize("error", [RewardConfigError, RewardComputationError, JudgeError, RewardError])
+def test_user_and_term_errors_are_not_infrastructure_errors(error: type[Exception]) -> None:
+    # a bad configuration, a corrupt judge cache or a failing term is never left out as "infra"
+    assert not issubclass(error, InfrastructureError)
 
 
 def test_computation_errors_are_not_value_errors() -> None:
