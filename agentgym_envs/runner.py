@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ class TurnRecord:
         tools: Names of the tools the action called.
         after_tool_result: The turn came right after a tool result (not the first turn, not after a format error).
         ok: The env accepted the action (well formed, tools succeeded).
+        infra_error: An infrastructure fault hit one of its tool calls (or its scoring).
+        ended_at: ``time.perf_counter()`` when the env's step returned (0.0 until then).
         start: Offset of the turn's first generated id in ``Episode.completion_ids`` (token-level agents).
         length: Number of generated ids (0 for an agent that records no tokens).
     """
@@ -65,6 +68,8 @@ class TurnRecord:
     tools: tuple[str, ...] = ()
     after_tool_result: bool = False
     ok: bool = False
+    infra_error: bool = False
+    ended_at: float = 0.0
     start: int = 0
     length: int = 0
 
@@ -88,8 +93,9 @@ class Episode:
         stop_reason: One of :data:`STOP_REASONS`: ``"answered"``; ``"turn_limit"`` (the env's); ``"max_turns"``
             (the runner's, after an observation no turn answered); ``"context"`` (the agent's context budget);
             ``"infra_error"``.
-        tool_calls: Per tool call: name, ok, infra_error, latency_s.
+        tool_calls: Per tool call, in order: name, ok, infra_error, latency_s.
         trajectory: The env's own record of the episode (None when the reset failed).
+        error: What the infrastructure fault that ended the episode said, when it was raised outside a step.
         prompt_ids: The rendered prompt (token-level agents only).
         completion_ids: Everything after the prompt: generated turns and wrapped observations.
         logprobs: Per completion id, the sampling logprob (0.0 at env tokens).
@@ -110,6 +116,7 @@ class Episode:
     stop_reason: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     trajectory: Trajectory | None = None
+    error: str = ""
     prompt_ids: list[int] = field(default_factory=list)
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -172,7 +179,11 @@ class Agent(Protocol):
     """Acts for a batch of running episodes at once (a model, or scripted policies)."""
 
     def start(self, episode: Episode, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
-        """An episode began on ``task`` with first observation ``prompt``."""
+        """An episode began on ``task`` with first observation ``prompt``.
+
+        Called for every episode, also for one whose reset failed (already ended as an infra episode; then
+        ``prompt`` is the task's own text), so that every episode has a prompt.
+        """
 
     def act(self, episodes: Sequence[Episode], observations: Sequence[str],
             infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | None]:
@@ -240,8 +251,7 @@ class EpisodeRunner:
             observations = [observation for _, observation, _ in started]
             infos = [info for _, _, info in started]
             for episode, request, observation, info in zip(episodes, requests, observations, infos, strict=True):
-                if not episode.done:
-                    agent.start(episode, request.task, observation, info)
+                agent.start(episode, request.task, observation or request.task.prompt, info)
             turn = 0
             while self.max_turns is None or turn < self.max_turns:
                 active = [i for i, episode in enumerate(episodes) if not episode.done]
@@ -286,8 +296,8 @@ def _reset(env: gym.Env, request: EpisodeRequest) -> tuple[Episode, str, dict[st
                       family=request.task.family, difficulty=request.task.difficulty)
     try:
         observation, info = env.reset(seed=request.seed, options={"task": request.task})
-    except InfrastructureError:
-        episode.infra_error, episode.stop_reason = True, "infra_error"
+    except InfrastructureError as exc:
+        episode.infra_error, episode.stop_reason, episode.error = True, "infra_error", f"reset failed: {exc}"
         return episode, "", {}
     return episode, observation, info
 
@@ -303,6 +313,8 @@ def record_step(episode: Episode, step: StepResult) -> None:
     record.observation = observation
     record.tools = tuple(call["name"] for call in info.get("tool_calls", []))
     record.ok = bool(info.get("ok"))
+    record.infra_error = bool(info.get("infra_error"))
+    record.ended_at = time.perf_counter()
     episode.tool_calls.extend(info.get("tool_calls", []))
     if terminated or truncated:
         episode.reward, episode.terminated = float(reward), terminated

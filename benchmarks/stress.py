@@ -71,10 +71,12 @@ from rich.table import Table
 
 import agentgym_envs  # noqa: F401 (registers the agentrl ids)
 from agentgym_envs.errors import SandboxError
-from agentgym_envs.policies import Policy, PythonOraclePolicy, SearchOraclePolicy, tool_call_action
+from agentgym_envs.policies import Policy, PythonOraclePolicy, ScriptedAgent, SearchOraclePolicy, tool_call_action
 from agentgym_envs.policies.base import prompt_only
+from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits
 from agentgym_envs.sandbox import system as sandbox_system
+from rewards.math import close_verifier_workers
 from tasks import Task
 
 PYTHON_ENV = "agentrl/PythonSandbox-v0"
@@ -320,6 +322,10 @@ class WindowClock:
     def __call__(self) -> float:
         return time.perf_counter() - self._origin
 
+    def at(self, perf_counter: float) -> float:
+        """Seconds since the window opened at the ``time.perf_counter()`` reading ``perf_counter``."""
+        return perf_counter - self._origin
+
 
 class Ledger:
     """Thread-safe, append-only record of finished episodes."""
@@ -393,9 +399,9 @@ PROFILES: dict[str, EnvProfile] = {
 # ------------------------------------------------------------------------------------------ faults
 
 
-def worker_sandbox(env: gym.Env) -> KernelSandbox | None:
-    """The sandbox an env currently holds (reaches into ``PythonSandboxEnv._sandbox``: no public accessor)."""
-    return getattr(env.unwrapped, "_sandbox", None)
+def worker_sandbox(env: gym.Env) -> KernelSandbox:
+    """The sandbox an env currently holds (:attr:`agentgym_envs.SandboxEnv.sandbox`)."""
+    return env.unwrapped.sandbox
 
 
 def kill_container(sandbox: KernelSandbox) -> str:
@@ -466,7 +472,7 @@ class Worker:
         clock: Seconds since the level's window opened.
     """
 
-    def __init__(self, index: int, config: StressConfig, clock: Callable[[], float]) -> None:
+    def __init__(self, index: int, config: StressConfig, clock: WindowClock) -> None:
         self.index = index
         self.profile = PROFILES[config.env_id]
         self.config = config
@@ -474,6 +480,7 @@ class Worker:
         self.policy = self.profile.make_policy(config)
         self.rng = np.random.default_rng([config.seed, index])
         self.env: gym.Env | None = None
+        self.runner: EpisodeRunner | None = None
         self.setup_error: str | None = None
         self._pending: FaultRecord | None = None
         self._lock = threading.Lock()
@@ -482,6 +489,7 @@ class Worker:
         """Make the env and start its sandbox (a first reset), outside the window."""
         try:
             self.env = gym.make(self.config.env_id, **self.profile.make_kwargs(self.config))
+            self.runner = EpisodeRunner(EnvPool(lambda _: self.env), workers=1)
             self.env.reset(seed=self.config.seed + self.index)
         except SandboxError as exc:
             self.setup_error = f"worker {self.index}: {exc}"
@@ -504,34 +512,25 @@ class Worker:
             ledger.add(self.play(task))
 
     def play(self, task: Task) -> EpisodeRecord:
-        """One episode of ``task``; never raises for a sandbox fault."""
-        assert self.env is not None
+        """One episode of ``task`` through the episode runner; never raises for a sandbox fault."""
+        assert self.runner is not None
         record = EpisodeRecord(worker=self.index, task_id=task.id, started_s=self.clock(), ended_s=0.0)
-        try:
-            observation, info = self.env.reset(options={"task": task})
-        except SandboxError as exc:
+        agent = FaultingAgent(self)
+        episode = self.runner.run(agent, [EpisodeRequest(self.config.env_id, task, group=0, seed=None)])[0]
+        if episode.trajectory is None:  # the reset failed (the daemon may be down)
             time.sleep(RESET_RETRY_S)
-            record.infra_error, record.detail, record.ended_s = True, f"reset failed: {exc}", self.clock()
+            record.infra_error, record.detail, record.ended_s = True, episode.error, self.clock()
             return record
-        self.policy.begin(self.profile.shown_task(task), observation, info)
-        terminated = truncated = False
-        reward = 0.0
-        while not (terminated or truncated):
-            action = self.policy.act(observation, info)
-            fault, action = self._apply_pending(action)
-            observation, reward, terminated, truncated, info = self.env.step(action)
-            record.tool_calls += [ToolCallSample(self.clock(), call["latency_s"], call["ok"], call["infra_error"])
-                                  for call in info["tool_calls"]]
-            if fault is not None:
-                self._observe(fault, observation, info)
-        record.ended_s, record.answered = self.clock(), terminated
-        record.correct = terminated and reward >= 1.0 - 1e-9
-        record.infra_error = bool(info.get("infra_error"))
+        record.tool_calls = tool_call_samples(episode, self.clock)
+        agent.observe_fault(episode)
+        record.ended_s, record.answered = self.clock(), episode.terminated
+        record.correct = episode.success
+        record.infra_error = episode.infra_error
         if record.infra_error or not record.correct:
-            record.detail = observation[:300]
+            record.detail = episode.turns[-1].observation[:300] if episode.turns else episode.error
         return record
 
-    def _apply_pending(self, action: str) -> tuple[FaultRecord | None, str]:
+    def apply_pending(self, action: str) -> tuple[FaultRecord | None, str]:
         """Apply the pending fault if ``action`` is a load call; return it and the action to take."""
         if action != LOAD_ACTION:
             return None, action
@@ -548,20 +547,64 @@ class Worker:
         fault.detail = kill_container(sandbox) if fault.kind == "kill" else stall_kernel(sandbox)
         return fault, action
 
-    @staticmethod
-    def _observe(fault: FaultRecord, observation: str, info: Mapping[str, Any]) -> None:
-        """Write down how the env reported the fault."""
-        if info["infra_error"]:
-            fault.reported = "infra_error"
-        else:
-            fault.reported = "no error" if info["ok"] else "agent error"
-        fault.observation = " ".join(observation.split())[:160]
-
     def close(self) -> None:
         """Close the env (and with it the sandbox)."""
         if self.env is not None:
             self.env.close()
             self.env = None
+
+
+class FaultingAgent(ScriptedAgent):
+    """A worker's policy as the runner's agent, with the fault aimed at the worker applied at its next load call.
+
+    How the env reported the fault is written down as soon as the step it was injected into returned: at the
+    next turn, or (when that step ended the episode) by :meth:`observe_fault` after the episode.
+
+    Attributes:
+        fault: The fault applied in this episode, if any.
+        fault_turn: Index of the turn it was applied in.
+    """
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(lambda _: worker.policy, shown=worker.profile.shown_task)
+        self.worker = worker
+        self.fault: FaultRecord | None = None
+        self.fault_turn = -1
+        self._observed = False
+
+    def act(self, episodes: Sequence[Episode], observations: Sequence[str],
+            infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | None]:
+        """The policy's action, or the fault's replacement of it."""
+        self.observe_fault(episodes[0])
+        (turn,) = super().act(episodes, observations, infos)
+        assert turn is not None
+        fault, action = self.worker.apply_pending(turn.action)
+        if fault is not None:
+            self.fault, self.fault_turn = fault, len(episodes[0].turns)
+        return [AgentTurn(action)]
+
+    def observe_fault(self, episode: Episode) -> None:
+        """Write down how the env reported the fault, once the step it was injected into has returned."""
+        if self.fault is None or self._observed or len(episode.turns) <= self.fault_turn:
+            return
+        turn = episode.turns[self.fault_turn]
+        if turn.infra_error:
+            self.fault.reported = "infra_error"
+        else:
+            self.fault.reported = "no error" if turn.ok else "agent error"
+        self.fault.observation = " ".join(turn.observation.split())[:160]
+        self._observed = True
+
+
+def tool_call_samples(episode: Episode, clock: WindowClock) -> list[ToolCallSample]:
+    """Every tool call of ``episode``, stamped with the window time at which its turn's step returned."""
+    calls = iter(episode.tool_calls)
+    samples = []
+    for turn in episode.turns:
+        for _ in turn.tools:
+            call = next(calls)
+            samples.append(ToolCallSample(clock.at(turn.ended_at), call["latency_s"], call["ok"], call["infra_error"]))
+    return samples
 
 
 # ------------------------------------------------------------------------------------------ levels
@@ -755,6 +798,7 @@ def play_window(workers: Sequence[Worker], config: StressConfig, clock: Callable
 def run_level(config: StressConfig, concurrency: int) -> LevelReport:
     """Set up ``concurrency`` workers, play the window (injecting faults), close, check for leaks."""
     docker_used = config.env_id == PYTHON_ENV and config.backend == "docker"
+    close_verifier_workers()  # process-wide, started on demand: each level's leak check starts and ends without them
     before = Snapshot.take(docker_used)
     clock = WindowClock()
     workers = [Worker(i, config, clock) for i in range(concurrency)]
@@ -772,6 +816,7 @@ def run_level(config: StressConfig, concurrency: int) -> LevelReport:
     teardown_s = time.perf_counter() - started
     setup_errors = [w.setup_error for w in workers if w.setup_error]
     del workers
+    close_verifier_workers()
     leaks = compare(before, Snapshot.take(docker_used), with_descendants(injector.spared_pids))
     if docker_used and leaks.containers:
         sweep_own_containers()

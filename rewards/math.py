@@ -211,6 +211,18 @@ def _workers() -> TimeLimitedWorkers:
         return _pool
 
 
+def close_verifier_workers() -> None:
+    """Stop this process's verifier worker processes; the next verification starts them again.
+
+    For leak checks that compare a process's children before and after a piece of work.
+    """
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None and pool.pid == os.getpid():
+        pool.close()
+
+
 def _small_text(text: object) -> bool:
     return isinstance(text, str) and len(text) <= MAX_ANSWER_CHARS
 

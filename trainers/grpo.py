@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
-import agentgym_envs  # noqa: F401  (registers the agentrl/... ids)
+from agentgym_envs import EnvCard, describe  # importing the package registers the agentrl/... ids
 from tasks import Task, make_sampler
 from tasks.curriculum import TaskSampler
 from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
@@ -116,7 +116,7 @@ class EnvironmentRollouts:
     def __init__(self, config: AgentGRPOConfig, tasks: Mapping[str, Sequence[Task]],
                  env_factory=None, monitor: RolloutMonitor | None = None) -> None:
         self.config = config
-        self.envs = EnvPool(env_factory or (lambda env_id: gym.make(env_id, **config.env_kwargs.get(env_id, {}))))
+        self.envs = EnvPool(env_factory or default_env_factory(config))
         self.env_ids = list(tasks)
         self.samplers: dict[str, TaskSampler] = {env_id: make_sampler(config.sampler, list(env_tasks))
                                                  for env_id, env_tasks in tasks.items()}
@@ -314,17 +314,29 @@ def component_reward(name: str):
     return component
 
 
-def reward_component_names(env_ids: Sequence[str], env_kwargs: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Names of the terms of each env's composite reward (what ``info["reward_components"]`` will hold)."""
-    names: list[str] = []
+def default_env_factory(config: AgentGRPOConfig) -> Callable[[str], gym.Env]:
+    """``gym.make(env_id, **config.env_kwargs[env_id])``."""
+    return lambda env_id: gym.make(env_id, **config.env_kwargs.get(env_id, {}))
+
+
+def env_cards(env_ids: Sequence[str], factory: Callable[[str], gym.Env]) -> dict[str, EnvCard]:
+    """The card of each env of the run, as the rollouts' ``factory`` makes it (no sandbox starts before a reset)."""
+    cards = {}
     for env_id in env_ids:
-        env = gym.make(env_id, **env_kwargs.get(env_id, {}))
+        env = factory(env_id)
         try:
-            terms = getattr(getattr(env.unwrapped, "reward", None), "terms", ())
-            names += [term.name for term in terms if term.name not in names]
+            cards[env_id] = describe(env)
         finally:
             env.close()
-    return names
+    return cards
+
+
+def reward_component_names(cards: Mapping[str, EnvCard]) -> list[str]:
+    """Every reward component the envs report (what ``info["reward_components"]`` will hold), first-seen order."""
+    names: dict[str, None] = {}
+    for card in cards.values():
+        names.update(dict.fromkeys(card.reward_component_names()))
+    return list(names)
 
 
 def tasks_from_envs(config: AgentGRPOConfig) -> dict[str, list[Task]]:
@@ -400,17 +412,20 @@ def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[s
         model: The policy (a model or a path/hub id).
         tokenizer: Its tokenizer (with a chat template).
         tasks: Training tasks per env id (default: :func:`tasks_from_envs`).
-        env_factory: Makes envs (default: ``gym.make`` with ``config.env_kwargs``).
+        env_factory: Makes envs (default: :func:`default_env_factory`); their cards tell the reward components
+            to log and the tools the under-use alert watches.
         peft_config: A PEFT config for LoRA, or None.
     """
     from datasets import Dataset
 
     tasks = dict(tasks) if tasks is not None else tasks_from_envs(config)
-    rollouts = EnvironmentRollouts(config, tasks, env_factory=env_factory,
+    factory = env_factory or default_env_factory(config)
+    cards = env_cards(list(tasks), factory)
+    rollouts = EnvironmentRollouts(config, tasks, env_factory=factory,
                                    monitor=RolloutMonitor(log_path=config.episode_log,
-                                                          required_tools=required_tools(tasks),
+                                                          required_tools=required_tools(cards, tasks),
                                                           mismatch_every=config.mismatch_every))
-    components = reward_component_names(list(tasks), config.env_kwargs)
+    components = reward_component_names(cards)
     config.reward_weights = [1.0] + [0.0] * len(components)
     slots = config.max_steps * config.gradient_accumulation_steps * config.per_device_train_batch_size
     dataset = Dataset.from_dict({"prompt": [f"{SLOT_PREFIX}{i}" for i in range(slots)]})
@@ -419,10 +434,14 @@ def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[s
                             peft_config=peft_config, rollouts=rollouts)
 
 
-def required_tools(tasks: Mapping[str, Sequence[Task]]) -> dict[str, tuple[str, ...]]:
-    """The tool each env's tasks cannot be solved without (watched by the under-use alert)."""
-    known = {"Search": ("search",), "PythonSandbox": ("python",)}
-    return {env_id: known.get(env_tasks[0].env, ()) for env_id, env_tasks in tasks.items() if env_tasks}
+def required_tools(cards: Mapping[str, EnvCard], tasks: Mapping[str, Sequence[Task]]) -> dict[str, tuple[str, ...]]:
+    """Per env, the tools every family trained on needs (from its card; watched by the under-use alert)."""
+    needed = {}
+    for env_id, card in cards.items():
+        families = {task.family for task in tasks.get(env_id, ())} & set(card.families)
+        common = set.intersection(*(set(card.required_tools(family)) for family in families)) if families else set()
+        needed[env_id] = tuple(name for name in card.tool_names if name in common)
+    return needed
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -73,7 +73,8 @@ def test_turn_gae_matches_hand_computed_values(rewards, values, gamma, lam, adva
 
 def test_episode_targets_read_each_turns_first_token_value_and_broadcast_to_its_tokens() -> None:
     episode = Episode(env_id="agentrl/Search-v0", task_id="t", group=0, prompt_ids=[1, 2], reward=1.0)
-    episode.turns = [TurnRecord(0, 2, "a", (), False, True), TurnRecord(5, 3, "b", (), True, True)]
+    episode.turns = [TurnRecord(start=0, length=2, action="a", tools=(), after_tool_result=False, ok=True),
+                     TurnRecord(start=5, length=3, action="b", tools=(), after_tool_result=True, ok=True)]
     episode.env_mask = [1, 1, 0, 0, 0, 1, 1, 1, 0]
     token_values = torch.tensor([0.5, 9.0, 0.2, 9.0, 9.0])  # turn values 0.5 and 0.2; the 9s must be ignored
     advantages, returns = episode_targets(episode, token_values, gamma=0.9, lam=0.8)
