@@ -18,8 +18,8 @@ from gymnasium.wrappers import TimeLimit
 from agentgym_envs import parse_action
 from agentgym_envs.policies import RandomPolicy, SearchOraclePolicy, run_episode
 from agentgym_envs.policies.base import Policy, prompt_only
-from agentgym_envs.runner import Episode
 from agentgym_envs.policies.search_oracle import Chain, Plan, parse_question, read_fact
+from agentgym_envs.runner import Episode
 from agentgym_envs.search import SearchEnv
 from tasks import Document, Task, load_split
 from tasks.search.bundled import load_corpus, load_world
