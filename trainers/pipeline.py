@@ -41,14 +41,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.policies import EpisodeResult, Policy
+from agentgym_envs.policies import Policy
+from agentgym_envs.runner import Episode, scored, success_rate
 from tasks import Task
-from trainers.rollout import Episode
+
+if TYPE_CHECKING:
+    from trainers.console import Report, SeedDisplay
 
 SEARCH_ENV = "agentrl/Search-v0"
 PYTHON_ENV = "agentrl/PythonSandbox-v0"
@@ -105,13 +108,15 @@ class PipelineConfig:
 class Evaluation:
     """Held-out results of one model in one env: greedy and sampled success, mean turns, tool calls per
     episode, and the share of sampled episodes in which a tool's output held the gold answer (the agent
-    got the tool to produce it; success then also needs it copied into the answer)."""
+    got the tool to produce it; success then also needs it copied into the answer). Rates are over the
+    episodes no infrastructure fault ended; ``infra_errors`` counts those that one did."""
 
     greedy_success: float
     sampled_success: float
     turns: float
     tool_calls: float
     answer_in_tool_output: float
+    infra_errors: int = 0
 
 
 @dataclass
@@ -123,7 +128,7 @@ class EnvJob:
     held_out: list[Task]
     make_env: Callable[[Sequence[Task]], gym.Env]
     demonstrator: Callable[[], Policy]
-    keep: Callable[[EpisodeResult, Policy], bool] = lambda result, policy: result.reward >= 1.0
+    keep: Callable[[Episode, Policy], bool] = lambda episode, policy: episode.success
     """Which demonstrator episodes are learned from (default: the solved ones)."""
 
 
@@ -163,7 +168,7 @@ def python_job(config: PipelineConfig) -> EnvJob:
         held_out=[task for task in load_split("PythonSandbox", config.eval_split) if held_out_template(task)],
         make_env=lambda tasks: _make(PYTHON_ENV, tasks, families=("math",), sandbox=config.sandbox),
         demonstrator=lambda: GuessingPolicy(PythonOraclePolicy(), config.python_guess_rate),
-        keep=lambda result, policy: result.reward >= 1.0 or policy.guessed)
+        keep=lambda episode, policy: episode.success or policy.guessed)
 
 
 def search_job(config: PipelineConfig) -> EnvJob:
@@ -186,7 +191,7 @@ def search_job(config: PipelineConfig) -> EnvJob:
         held_out=[task for task in load_split("Search", config.eval_split) if task.family in families],
         make_env=lambda tasks: _make(SEARCH_ENV, tasks),
         demonstrator=lambda: SearchLookupPolicy(k=1),
-        keep=lambda result, policy: result.reward >= 1.0 and policy.grounded)
+        keep=lambda episode, policy: episode.success and policy.grounded)
 
 
 def _make(env_id: str, tasks: Sequence[Task], **kwargs: Any) -> gym.Env:
@@ -207,19 +212,18 @@ def demonstrations(tokenizer, jobs: Mapping[str, EnvJob], *, progress: bool = Tr
         try:
             episodes += collect_demonstrations(
                 env, job.env_id, policy, job.train, ChatTokens(tokenizer), progress=progress,
-                keep=lambda result, policy=policy, job=job: job.keep(result, policy))
+                keep=lambda episode, policy=policy, job=job: job.keep(episode, policy))
         finally:
             env.close()
     return episodes
 
 
-Report = Callable[[str, int, int | None], None]
-"""Progress of one seed's run: ``report(phase, steps done, steps in all or None)``."""
 
 
 def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig, seed: int, output: Path,
                report: Report | None = None) -> None:
-    """SFT on the demonstrations (TRL ``SFTTrainer``); progress to ``report`` (TRL's bar when None)."""
+    """SFT on the demonstrations (TRL ``SFTTrainer``); progress to ``report`` (TRL's bar when None), TRL's log
+    dictionaries also to ``output/sft/trainer_log.jsonl``."""
     from trl import SFTConfig
 
     from trainers.sft import train_sft
@@ -228,11 +232,15 @@ def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig
                      learning_rate=config.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=10,
                      logging_steps=10, report_to=[], save_strategy="no", use_cpu=True, seed=seed, max_length=2048,
                      disable_tqdm=report is not None)
-    train_sft(model, tokenizer, episodes, args, callbacks=_step_callbacks(report, "SFT"))
+    train_sft(model, tokenizer, episodes, args, callbacks=_trainer_callbacks(report, "SFT", Path(args.output_dir)))
 
 
 def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -> Evaluation:
-    """Greedy and sampled success on ``job``'s held-out tasks, through the rollout engine and the real env."""
+    """Greedy and sampled success on ``job``'s held-out tasks, through the rollout engine and the real env.
+
+    The rules are :mod:`agentgym_envs.runner`'s, the same as ``benchmarks.evaluate``'s: an episode an
+    infrastructure fault ended counts in no rate (and is counted in ``infra_errors``).
+    """
     import torch
 
     from trainers.generation import TransformersGenerator
@@ -249,13 +257,14 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
             results[label] = engine.run(group_requests([(job.env_id, task) for task in job.held_out], samples, seed))
     finally:
         pool.close()
-    sampled, tasks = results["sampled"], {task.id: task for task in job.held_out}
+    sampled, tasks = scored(results["sampled"]), {task.id: task for task in job.held_out}
     return Evaluation(
-        greedy_success=float(np.mean([e.reward for e in results["greedy"]])),
-        sampled_success=float(np.mean([e.reward for e in sampled])),
+        greedy_success=success_rate(results["greedy"]),
+        sampled_success=success_rate(results["sampled"]),
         turns=float(np.mean([len(e.turns) for e in sampled])),
         tool_calls=float(np.mean([len(e.tool_calls) for e in sampled])),
-        answer_in_tool_output=float(np.mean([answer_in_tool_output(e, tokenizer, tasks[e.task_id]) for e in sampled])))
+        answer_in_tool_output=float(np.mean([answer_in_tool_output(e, tokenizer, tasks[e.task_id]) for e in sampled])),
+        infra_errors=sum(e.infra_error for episodes in results.values() for e in episodes))
 
 
 def answer_in_tool_output(episode: Episode, tokenizer, task: Task) -> bool:
@@ -276,7 +285,8 @@ def answer_in_tool_output(episode: Episode, tokenizer, task: Task) -> bool:
 def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConfig, seed: int,
               output: Path, report: Report | None = None) -> list[dict]:
     """GRPO on every job's training tasks (rewards normalised per env when there are several); TRL's log.
-    Progress goes to ``report`` (TRL's bar when None)."""
+    Progress goes to ``report`` (TRL's bar when None), TRL's log dictionaries also to
+    ``output/grpo/trainer_log.jsonl``."""
     from trainers.grpo import AgentGRPOConfig, build_trainer
 
     args = AgentGRPOConfig(
@@ -288,7 +298,7 @@ def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConf
         lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=report is not None)
     trainer = build_trainer(args, model, tokenizer, tasks={env_id: job.train for env_id, job in jobs.items()},
                             env_factory=lambda env_id: jobs[env_id].make_env(jobs[env_id].train))
-    for callback in _step_callbacks(report, "GRPO"):
+    for callback in _trainer_callbacks(report, "GRPO", Path(args.output_dir)):
         trainer.add_callback(callback)
     try:
         trainer.train()
@@ -340,33 +350,94 @@ def run_seeds(config: PipelineConfig, jobs: Mapping[str, EnvJob], episodes: Sequ
     With more than one worker (:meth:`PipelineConfig.workers`) the seeds run side by side in spawned
     processes that split the CPU cores between them: the tiny model is too small for several threads to
     keep a core each busy, so this is where a multi-core CPU's time goes furthest. The workers start with
-    glibc's malloc keeping freed memory (:func:`worker_environment`). A bar per seed shows its phase and
-    step.
-    """
-    workers = config.workers()
-    if workers == 1:
-        return [run_seed(config, seed, jobs, episodes) for seed in config.seeds]
-    import multiprocessing
-    import queue
-    from concurrent.futures import ProcessPoolExecutor
+    glibc's malloc keeping freed memory (:func:`worker_environment`).
 
-    from rich.progress import Progress
+    The console shows one live table, a row per seed with its phase, step and latest loss and reward
+    (:class:`trainers.console.SeedDisplay`; when stdout is not a terminal, one line per phase change per
+    seed). What a seed's run prints itself (TRL's log dictionaries, warnings) goes to
+    ``<output_dir>/seed-<k>/console.log``, the trainers' log dictionaries also to ``trainer_log.jsonl`` in
+    its ``sft`` and ``grpo`` folders.
+    """
+    from rich.console import Console
+
+    from trainers.console import SeedDisplay, stdout_copy
+
+    workers = config.workers()
+    with stdout_copy() as stream:
+        console = Console(file=stream)
+        console.print(f"each seed's own output: {Path(config.output_dir) / 'seed-<k>'}/console.log, TRL's log "
+                      "dictionaries: sft/ and grpo/trainer_log.jsonl beside it", markup=False, highlight=False,
+                      soft_wrap=True)
+        with SeedDisplay(config.seeds, console) as display:
+            if workers == 1:
+                return [_run_seed_here(config, seed, jobs, episodes, display) for seed in config.seeds]
+            return _run_seeds_in_workers(config, episodes, display, workers)
+
+
+FAILED = "failed"
+"""The phase the display shows for a seed whose run raised."""
+
+
+def _run_seed_here(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], episodes: Sequence[Any],
+                   display: SeedDisplay) -> dict[str, Any]:
+    """:func:`run_seed` in this process, its progress to ``display``, what it prints to its console log."""
+    from trainers.console import SeedEvent, output_to
+
+    def report(phase: str, done: int, total: int | None, metrics: Mapping[str, float] | None = None) -> None:
+        display.update(SeedEvent(seed, phase, done, total, metrics))
+
+    try:
+        with output_to(seed_console_log(config, seed)):
+            return run_seed(config, seed, jobs, episodes, report)
+    except BaseException:
+        display.update(SeedEvent(seed, FAILED, 0, None))
+        raise
+
+
+def _run_seeds_in_workers(config: PipelineConfig, episodes: Sequence[Any], display: SeedDisplay,
+                          workers: int) -> list[dict[str, Any]]:
+    """:func:`run_seed` for every seed in ``workers`` spawned processes; their events go to ``display``."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     os.environ.update(worker_environment(os.environ))  # the spawned workers start with it
     context = multiprocessing.get_context("spawn")
     events = context.Queue()
     threads = max(1, (os.cpu_count() or 1) // workers)
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(events, threads))
-    with pool, Progress() as progress:
-        bars = {seed: progress.add_task(f"seed {seed}: waiting", total=None) for seed in config.seeds}
-        futures = [pool.submit(_run_seed_in_worker, config, seed, episodes) for seed in config.seeds]
-        while not all(future.done() for future in futures):
-            try:
-                seed, phase, done, total = events.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            progress.update(bars[seed], description=f"seed {seed}: {phase}", completed=done, total=total)
-        return [future.result() for future in futures]
+    with pool:
+        futures = {seed: pool.submit(_run_seed_in_worker, config, seed, episodes) for seed in config.seeds}
+        while not all(future.done() for future in futures.values()):
+            _show_events(events, display, timeout=0.5)
+            _show_failures(futures, display)
+        _show_events(events, display, timeout=0.1)  # the last events may come after the results
+        _show_failures(futures, display)
+        return [future.result() for future in futures.values()]
+
+
+def _show_events(events: Any, display: SeedDisplay, timeout: float) -> None:
+    """Every event that arrives on ``events`` within ``timeout`` s of the one before, to ``display``."""
+    import queue
+
+    while True:
+        try:
+            display.update(events.get(timeout=timeout))
+        except queue.Empty:
+            return
+
+
+def _show_failures(futures: Mapping[int, Any], display: SeedDisplay) -> None:
+    """Marks the seeds whose run raised as failed on ``display`` (once each)."""
+    from trainers.console import SeedEvent
+
+    for seed, future in futures.items():
+        if future.done() and future.exception() is not None and display.phase(seed) != FAILED:
+            display.update(SeedEvent(seed, FAILED, 0, None))
+
+
+def seed_console_log(config: PipelineConfig, seed: int) -> Path:
+    """Where what ``seed``'s run prints goes: ``console.log`` in its folder (the one :func:`run_seed` writes to)."""
+    return Path(config.output_dir) / f"seed-{seed}" / "console.log"
 
 
 KEEP_FREED_MEMORY = "glibc.malloc.mmap_threshold=2147483648:glibc.malloc.trim_threshold=4294967296"
@@ -390,6 +461,7 @@ _worker_events: Any = None
 
 
 def _start_worker(events: Any, threads: int) -> None:
+    """Initializes a seed worker: where its progress goes, how many threads torch uses."""
     import torch
 
     global _worker_events
@@ -398,21 +470,30 @@ def _start_worker(events: Any, threads: int) -> None:
 
 
 def _run_seed_in_worker(config: PipelineConfig, seed: int, episodes: Sequence[Any]) -> dict[str, Any]:
-    def report(phase: str, done: int, total: int | None) -> None:
-        _worker_events.put((seed, phase, done, total))
+    """:func:`run_seed` in a worker: progress to the parent as :class:`trainers.console.SeedEvent` objects,
+    what the run prints to its console log (:func:`seed_console_log`)."""
+    from trainers.console import SeedEvent, output_to
 
-    return run_seed(config, seed, env_jobs(config), episodes, report)
+    def report(phase: str, done: int, total: int | None, metrics: Mapping[str, float] | None = None) -> None:
+        _worker_events.put(SeedEvent(seed, phase, done, total, dict(metrics) if metrics else None))
+
+    with output_to(seed_console_log(config, seed)):
+        return run_seed(config, seed, env_jobs(config), episodes, report)
 
 
 def _step_callbacks(report: Report | None, phase: str) -> list:
-    """A trainer callback that sends each optimizer step to ``report`` (none when ``report`` is None)."""
-    from transformers import TrainerCallback
+    """A trainer callback that sends the start, each optimizer step and the latest loss and reward to ``report``
+    (none when ``report`` is None)."""
+    from trainers.console import StepReporter
 
-    class StepReporter(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            report(phase, state.global_step, state.max_steps)
+    return [StepReporter(report, phase)] if report is not None else []
 
-    return [StepReporter()] if report is not None else []
+
+def _trainer_callbacks(report: Report | None, phase: str, output_dir: Path) -> list:
+    """:func:`_step_callbacks` and a :class:`trainers.console.TrainerLogFile` to ``output_dir/trainer_log.jsonl``."""
+    from trainers.console import TrainerLogFile
+
+    return [*_step_callbacks(report, phase), TrainerLogFile(output_dir / "trainer_log.jsonl")]
 
 
 def summary_rows(runs: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str, str]]:
@@ -506,6 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m trainers.pipeline [--seeds 0 1 2] [...]``: the whole main job."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' weight-loading bars, off the console
     from transformers import HfArgumentParser
 
     (config,) = HfArgumentParser(PipelineConfig).parse_args_into_dataclasses(args=argv)

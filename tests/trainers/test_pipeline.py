@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from types import SimpleNamespace
 
@@ -42,8 +43,8 @@ def test_python_job_demonstrator_guesses_at_the_configured_rate_and_keeps_guesse
         guesses += policy.guessed
     assert 0.15 < guesses / len(job.train) < 0.35
     guessing, acting = SimpleNamespace(guessed=True), SimpleNamespace(guessed=False)
-    assert job.keep(SimpleNamespace(reward=0.0), guessing) and job.keep(SimpleNamespace(reward=1.0), acting)
-    assert not job.keep(SimpleNamespace(reward=0.0), acting)
+    assert job.keep(SimpleNamespace(success=False), guessing) and job.keep(SimpleNamespace(success=True), acting)
+    assert not job.keep(SimpleNamespace(success=False), acting)
 
 
 def test_search_job_excludes_dev_and_test_questions():
@@ -144,3 +145,177 @@ def test_answer_in_tool_output_looks_at_env_tokens_only_and_whole_numbers():
     assert not answer_in_tool_output(episode(call, ("[python result (ok)]\n289.5\n", False)), tokenizer, task)
     assert not answer_in_tool_output(episode(("print(289)", True), ("[python result (ok)]\n1\n", False), answer),
                                      tokenizer, task)
+
+
+class FakeClock:
+    """Seconds that a test sets."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_board_announces_each_phase_once_with_a_summary_of_the_one_that_ended():
+    from trainers.console import SeedBoard, SeedEvent
+
+    clock = FakeClock()
+    board = SeedBoard([0, 1], clock)
+    lines = []
+    for now, event in ((0, SeedEvent(0, "SFT", 0, 4)), (1, SeedEvent(0, "SFT", 1, 4)),
+                       (2, SeedEvent(0, "SFT", 4, 4, {"loss": 1.23456})), (3, SeedEvent(1, "SFT", 0, 4)),
+                       (5, SeedEvent(0, "evaluating SFT", 0, None)), (9, SeedEvent(0, "GRPO", 0, 2)),
+                       (10, SeedEvent(0, "GRPO", 2, 2, {"loss": 0.01, "reward": 0.25})),
+                       (12, SeedEvent(0, "evaluating SFT + GRPO", 0, None)), (15, SeedEvent(0, "done", 1, 1))):
+        clock.now = now
+        lines.append(board.update(event))
+    assert [line for line in lines if line is not None] == [
+        "[      0s] seed 0: SFT, 4 steps",
+        "[      3s] seed 1: SFT, 4 steps",
+        "[      5s] seed 0: evaluating SFT (SFT: 4/4 steps, loss 1.235, 5s)",
+        "[      9s] seed 0: GRPO, 2 steps",
+        "[     12s] seed 0: evaluating SFT + GRPO (GRPO: 2/2 steps, loss 0.01, reward 0.25, 3s)",
+        "[     15s] seed 0: done",
+    ]
+    assert lines.count(None) == 3  # steps within a phase print nothing
+    clock.now = 20
+    assert board.rows() == [("0", "done", "", "0.01", "0.25", "5s"), ("1", "SFT", "0/4", "", "", "17s")]
+
+
+def test_display_off_a_terminal_prints_one_line_per_phase_change_and_no_table():
+    import io
+
+    from rich.console import Console
+
+    from trainers.console import SeedDisplay, SeedEvent
+
+    stream = io.StringIO()
+    with SeedDisplay([3], Console(file=stream), clock=FakeClock()) as display:
+        assert display.live is None
+        for step in range(5):
+            display.update(SeedEvent(3, "SFT", step, 4))
+        display.update(SeedEvent(3, "done", 1, 1))
+    assert stream.getvalue().splitlines() == ["[      0s] seed 3: SFT, 4 steps",
+                                              "[      0s] seed 3: done (SFT: 4/4 steps, 0s)"]
+
+
+def test_display_on_a_terminal_draws_the_table():
+    import io
+
+    from rich.console import Console
+
+    from trainers.console import SeedDisplay, SeedEvent
+
+    stream = io.StringIO()
+    with SeedDisplay([0, 1], Console(file=stream, force_terminal=True, width=100), clock=FakeClock()) as display:
+        display.update(SeedEvent(1, "GRPO", 3, 12, {"reward": 0.375}))
+    drawn = stream.getvalue()
+    assert "3/12" in drawn and "0.375" in drawn and "waiting" in drawn
+    assert "seed 1: GRPO" not in drawn  # no plain lines on a terminal
+
+
+def test_trainer_log_file_writes_each_log_dictionary_and_prints_nothing(tmp_path, capsys):
+    from trainers.console import TrainerLogFile
+
+    path = tmp_path / "grpo" / "trainer_log.jsonl"
+    path.parent.mkdir()
+    path.write_text('{"step": 99}\n')  # from an earlier run: started afresh
+    callback = TrainerLogFile(path)
+    callback.on_train_begin(None, SimpleNamespace(global_step=0), None)
+    for step, logs in ((1, {"loss": 0.5, "reward": 0.25}), (2, {"loss": 0.25, "learning_rate": 1e-4})):
+        callback.on_log(None, SimpleNamespace(global_step=step), None, logs=logs)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines == [{"step": 1, "loss": 0.5, "reward": 0.25}, {"step": 2, "loss": 0.25, "learning_rate": 1e-4}]
+    assert capsys.readouterr() == ("", "")
+
+
+def test_step_reporter_sends_the_start_and_the_shown_metrics_only():
+    from trainers.console import StepReporter
+
+    seen = []
+    reporter = StepReporter(lambda *event: seen.append(event), "SFT")
+    reporter.on_train_begin(None, SimpleNamespace(global_step=0, max_steps=300), None)
+    reporter.on_log(None, SimpleNamespace(global_step=10, max_steps=300), None,
+                    logs={"loss": 2.5, "grad_norm": 1.0, "learning_rate": 1e-3})
+    reporter.on_log(None, SimpleNamespace(global_step=300, max_steps=300), None, logs={"train_runtime": 9.0})
+    assert seen == [("SFT", 0, 300), ("SFT", 10, 300, {"loss": 2.5})]
+
+
+def test_output_to_takes_python_and_child_process_output_off_the_console(tmp_path, capfd):
+    import subprocess
+    import sys
+
+    from trainers.console import output_to
+
+    path = tmp_path / "seed-0" / "console.log"
+    with output_to(path):
+        print("{'loss': 1.0}")
+        print("a bar", file=sys.stderr)
+        subprocess.run(["echo", "from a child"], check=True)
+    print("back")
+    assert capfd.readouterr().out == "back\n"
+    assert path.read_text().splitlines() == ["{'loss': 1.0}", "a bar", "from a child"]
+
+
+def test_a_seed_run_in_process_reports_to_the_display_and_prints_to_its_log(tmp_path, monkeypatch, capfd):
+    import io
+
+    from rich.console import Console
+
+    from trainers import pipeline
+    from trainers.console import SeedDisplay
+
+    def fake_run_seed(config, seed, jobs, episodes, report):
+        report("SFT", 0, 2)
+        print({"loss": 1.5})  # what TRL's PrinterCallback does
+        report("SFT", 2, 2, {"loss": 1.5})
+        report("done", 1, 1)
+        return {"seed": seed}
+
+    monkeypatch.setattr(pipeline, "run_seed", fake_run_seed)
+    config = PipelineConfig(seeds=[7], output_dir=str(tmp_path))
+    stream = io.StringIO()
+    with SeedDisplay([7], Console(file=stream), clock=FakeClock()) as display:
+        assert pipeline._run_seed_here(config, 7, {}, [], display) == {"seed": 7}
+    assert capfd.readouterr() == ("", "")
+    assert (tmp_path / "seed-7" / "console.log").read_text() == "{'loss': 1.5}\n"
+    assert stream.getvalue().splitlines() == ["[      0s] seed 7: SFT, 2 steps",
+                                              "[      0s] seed 7: done (SFT: 2/2 steps, loss 1.5, 0s)"]
+
+
+def test_trainer_callbacks_always_log_to_the_file_and_report_only_with_a_reporter(tmp_path):
+    from trainers.console import StepReporter, TrainerLogFile
+    from trainers.pipeline import _trainer_callbacks
+
+    (log_file,) = _trainer_callbacks(None, "SFT", tmp_path)
+    assert isinstance(log_file, TrainerLogFile) and log_file.path == tmp_path / "trainer_log.jsonl"
+    reporter, log_file = _trainer_callbacks(lambda *event: None, "GRPO", tmp_path)
+    assert isinstance(reporter, StepReporter) and isinstance(log_file, TrainerLogFile)
+
+
+def test_warm_start_logs_trls_dictionaries_to_the_seed_folder_and_reports_each_step(tmp_path):
+    import gymnasium as gym
+
+    import agentgym_envs  # noqa: F401
+    from agentgym_envs.policies.search_lookup import SearchLookupPolicy
+    from trainers.chat import ChatTokens
+    from trainers.pipeline import warm_start
+    from trainers.pretrain import one_torch_thread
+    from trainers.sft import collect_demonstrations
+    from trainers.tiny_model import load_or_build_tiny_model
+
+    model, tokenizer = load_or_build_tiny_model()
+    tasks = [task for task in load_split("Search", "train") if task.family == "single"][:4]
+    env = gym.make(SEARCH_ENV, tasks=tasks, prompt_style="task")
+    try:
+        episodes = collect_demonstrations(env, SEARCH_ENV, SearchLookupPolicy(k=1), tasks, ChatTokens(tokenizer))
+    finally:
+        env.close()
+    seen = []
+    with one_torch_thread():
+        warm_start(model, tokenizer, episodes, PipelineConfig(sft_steps=2), 0, tmp_path,
+                   lambda *event: seen.append(event))
+    assert seen[:3] == [("SFT", 0, 2), ("SFT", 1, 2), ("SFT", 2, 2)]
+    logged = [json.loads(line) for line in (tmp_path / "sft" / "trainer_log.jsonl").read_text().splitlines()]
+    assert logged[-1]["step"] == 2 and "train_loss" in logged[-1]
