@@ -30,7 +30,8 @@ load calls:
     ===============  ==========================================================  =====================
     kill             ``docker kill`` of the worker's container (docker only)      ``infra_error``
     timeout          the load call is replaced by ``while True: pass``            agent error (limit)
-    stall            SIGSTOP of the worker's kernel process, so the stream hangs  ``infra_error``
+    stall            ``docker pause`` of the container (a freeze of the bwrap     ``infra_error``
+                     sandbox's cgroup) past the call's hard timeout, then undone
     daemon-restart   dockerd stopped and started again as the project starts it   ``infra_error``
     ===============  ==========================================================  =====================
 
@@ -53,7 +54,6 @@ import gc
 import json
 import os
 import platform
-import signal
 import sys
 import threading
 import time
@@ -63,6 +63,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import gymnasium as gym
 import numpy as np
 import psutil
@@ -76,6 +77,7 @@ from agentgym_envs.policies.base import prompt_only
 from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits
 from agentgym_envs.sandbox import system as sandbox_system
+from agentgym_envs.sandbox.kernel_client import HARD_TIMEOUT_GRACE_S
 from rewards.math import close_verifier_workers
 from tasks import Task
 
@@ -215,7 +217,7 @@ class FaultRecord:
             episode; None when it never did.
         infra_episodes: Episodes that ended with ``infra_error`` after the fault and started before it
             was over.
-        detail: Anything else (daemon downtime, the kernel pid that was stopped).
+        detail: Anything else (daemon downtime, the container paused or the cgroup frozen by a stall).
     """
 
     kind: str
@@ -411,27 +413,41 @@ def kill_container(sandbox: KernelSandbox) -> str:
     return f"killed container {container.short_id}"
 
 
-def kernel_host_pids(sandbox: KernelSandbox) -> list[int]:
-    """Host pids of the sandbox's kernel: ``docker top`` rows of ``python3 -I -c``, or bwrap's descendants."""
-    if sandbox.backend == "docker":
-        top = sandbox.container.top()  # type: ignore[attr-defined]
-        pid_col, cmd_col = top["Titles"].index("PID"), top["Titles"].index("CMD")
-        return [int(row[pid_col]) for row in top["Processes"] if row[cmd_col].startswith("python3 -I -c")]
-    kernel = sandbox._kernel  # the host-side bwrap process of the kernel
-    if kernel is None:
-        return []
-    children = psutil.Process(kernel.pid).children(recursive=True)
-    return [child.pid for child in children if child.name().startswith("python") and "-I" in child.cmdline()]
+STALL_MARGIN_S = 1.0
+"""How much longer than the host's hard timeout of a call a ``stall`` fault lasts, so that the call sees it."""
 
 
 def stall_kernel(sandbox: KernelSandbox) -> str:
-    """SIGSTOP the kernel process, so that its stream hangs without closing."""
-    pids = kernel_host_pids(sandbox)
-    if not pids:
-        raise RuntimeError(f"stall: found no kernel process in the {sandbox.backend} sandbox")
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    return f"stopped kernel pid {', '.join(map(str, pids))}"
+    """Stop the whole sandbox from outside for longer than a call may take, then let it run again.
+
+    ``docker pause`` of the container, or a freeze of the bwrap sandbox's cgroup: what an operator or a
+    scheduler does, and what no process inside the sandbox can do (a SIGSTOP the agent's own code could
+    send is the agent's outcome, not an infrastructure fault). The sandbox is reached the way
+    :func:`kill_container` reaches it: ``sandbox.container`` on docker, ``sandbox.cgroup`` on bwrap.
+
+    Raises:
+        RuntimeError: A bwrap sandbox without a freezable cgroup (the host does not run as root, or has
+            no freezer).
+    """
+    stall_s = sandbox.limits.timeout_s + HARD_TIMEOUT_GRACE_S + STALL_MARGIN_S
+    if sandbox.backend == "docker":
+        container = sandbox.container  # type: ignore[attr-defined]
+        container.pause()
+        threading.Timer(stall_s, unpause, args=(container,)).start()
+        return f"paused container {container.short_id} for {stall_s:g} s"
+    cgroup = sandbox.cgroup  # type: ignore[attr-defined]
+    if cgroup is None or cgroup.freezer_path is None:
+        raise RuntimeError("stall: expected a bwrap sandbox with a freezable cgroup (run as root on a host with "
+                           "a cgroup freezer), got none")
+    cgroup.freeze()
+    threading.Timer(stall_s, cgroup.thaw).start()
+    return f"froze cgroup {cgroup.freezer_path} for {stall_s:g} s"
+
+
+def unpause(container: Any) -> None:
+    """``docker unpause`` a container the stall paused, unless it was removed (or unpaused) meanwhile."""
+    with contextlib.suppress(docker.errors.APIError):  # NotFound, or "container is not paused"
+        container.unpause()
 
 
 def restart_docker_daemon(wait_s: float = 90.0) -> tuple[str, int]:

@@ -89,6 +89,9 @@ def run_hidden_tests(sandbox: Sandbox, answer: str, entry_point: str, tests: Seq
                      *, per_test_timeout_s: float = 5.0) -> UnitTestEvidence:
     """Reset ``sandbox``, run the answer's code on each test's arguments and compare on the host.
 
+    Whatever the solution does to its kernel (stops or kills it, leaves processes that do, garbles the
+    results file) fails the tests; only a fault of the sandbox itself raises.
+
     Raises:
         SandboxError: The sandbox failed (an infrastructure fault, never scored as a failure).
     """
@@ -99,7 +102,7 @@ def run_hidden_tests(sandbox: Sandbox, answer: str, entry_point: str, tests: Seq
     run = sandbox.run_code(HARNESS + "\n" + call, timeout_s=per_test_timeout_s * (len(cases) + 1) + 5)
     try:
         outcomes = json.loads(sandbox.read_file(RESULTS_FILE, max_bytes=16 << 20))
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, ValueError, RecursionError):  # gone with a broken kernel, not JSON, not UTF-8
         return UnitTestEvidence(results=(False,) * len(tests), error=run.output[-2000:] or "no results were written")
     if not isinstance(outcomes, list) or len(outcomes) != len(tests):
         return UnitTestEvidence(results=(False,) * len(tests), error="the results file was tampered with")

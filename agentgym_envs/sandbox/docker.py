@@ -2,10 +2,11 @@
 
 Each container runs ``sleep infinity`` as root (out of reach of ``nobody``'s ``kill -1``) under
 Docker's init as its main process, with no network,
-a read-only root, size-limited tmpfs mounts for ``/work`` and ``/tmp``, every capability dropped,
-and pids/memory/CPU limits. The kernel is started with ``docker exec -i`` as user ``nobody`` and
-is then reached over that exec stream, so a tool call costs a pipe round trip, not a new exec.
-A reset kills every process of ``nobody`` and empties ``/work`` and ``/tmp``; the container
+a read-only root, size-limited tmpfs mounts for ``/work`` and ``/tmp``, every capability dropped
+but root's CAP_KILL (``nobody`` holds none), and pids/memory/CPU limits. The kernel is started with
+``docker exec -i`` as user ``nobody`` and is then reached over that exec stream, so a tool call costs
+a pipe round trip, not a new exec. A reset kills every process of ``nobody`` from a root exec (which
+no process of ``nobody`` can stop) and empties ``/work`` and ``/tmp``; the container
 itself is reused, unless that fails (a fork bomb holding every pid leaves no room for the
 ``exec``), in which case the container is restarted. Every container carries
 :data:`~agentgym_envs.sandbox.labels.SANDBOX_LABEL` so that leftovers can be swept
@@ -19,6 +20,7 @@ import contextlib
 import os
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,13 @@ from agentgym_envs.sandbox.labels import SANDBOX_LABEL
 
 SANDBOX_USER = "65534:65534"
 OWNER_LABEL = "agentrl.owner-pid"
+KILL_SCRIPT = (
+    "for attempt in 1 2 3 4 5 6 7 8 9 10; do pkill -9 -U 65534 || exit 0; sleep 0.05; done; "
+    "pgrep -U 65534 >/dev/null && exit 1; exit 0"
+)
+"""Run as root, whose only capability in the container is CAP_KILL: kill every process of ``nobody`` until
+none is left (exit 1 if some survive). No process of ``nobody`` can signal it (another user, and ``nobody``
+holds no capability), so a process the agent left behind cannot stop the wipe."""
 WIPE_SCRIPT = (
     'others() { for d in /proc/[0-9]*; do [ "${d#/proc/}" != "$$" ] && [ -O "$d" ] && return 0; done; return 1; }; '
     "for attempt in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null; others || break; sleep 0.05; done; "
@@ -46,6 +55,9 @@ WIPE_SCRIPT = (
 some survive), then empty the tmpfs mounts. Whether any is left is read from the owners of
 ``/proc/<pid>``, not from ``kill``'s status: ``kill -1`` succeeds as long as any process exists,
 even one it may not signal (root's ``sleep``), so its status would say "some left" forever."""
+
+INFRA_EVENTS = ["kill", "die", "stop", "pause", "destroy"]
+"""Container events only the daemon's clients cause (an OOM kill of the agent's process is an "oom" event)."""
 
 _live: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 _removal_pending: set[Container] = set()
@@ -99,6 +111,7 @@ class DockerSandbox(KernelSandbox):
         retry_pending_removals()
         self.container = self._start_container()
         self._dirty = False
+        self._kernel_started_at = time.time()
         _live.add(self)
 
     def _start_container(self) -> Container:
@@ -109,7 +122,7 @@ class DockerSandbox(KernelSandbox):
                 self.image, ["sleep", "infinity"], user="0:0", detach=True, init=True, network_mode="none",
                 read_only=True, tmpfs={"/work": size, "/tmp": size}, working_dir="/work",
                 pids_limit=self.limits.pids, mem_limit=memory, memswap_limit=memory,
-                nano_cpus=int(self.limits.cpus * 1e9), cap_drop=["ALL"],
+                nano_cpus=int(self.limits.cpus * 1e9), cap_drop=["ALL"], cap_add=["KILL"],  # root's, for the wipe
                 security_opt=["no-new-privileges"],
                 labels={SANDBOX_LABEL: "1", OWNER_LABEL: str(os.getpid())},
             )
@@ -119,20 +132,30 @@ class DockerSandbox(KernelSandbox):
     def _spawn_kernel(self) -> KernelProcess:
         config = self.kernel_config(workdir="/work", nproc=None, may_kill_all=True)
         self._dirty = True
+        self._kernel_started_at = time.time()
         return KernelProcess(["docker", "exec", "-i", "-u", SANDBOX_USER, "-w", "/work", self.container.id,
                               "python3", "-I", "-c", KERNEL_SOURCE, config])
 
     def _wipe(self) -> None:
         if not self._dirty:
             return
-        try:
-            exit_code, _ = self.container.exec_run(["sh", "-c", WIPE_SCRIPT], user=SANDBOX_USER)
-        except DOCKER_ERRORS:
-            exit_code = None
-        if exit_code != 0 and self._infrastructure_alive():
+        # Root first: a process of the sandbox user can stop every process of that user (kill -STOP -1 in a
+        # loop), a wipe exec'd as that user included, and a stopped exec jams the container for the daemon.
+        if self._exec_status(KILL_SCRIPT, user="0:0") == 0 and self._exec_status(WIPE_SCRIPT, SANDBOX_USER) == 0:
+            self._dirty = False
+        elif self._infrastructure_alive():
             self._restart_container()
-        # a dead container holds no process to kill: the next start fails loudly, close() removes it
-        self._dirty = False
+            self._dirty = False
+        # A paused or dead container (or a daemon that does not answer) stays dirty: the next wipe tries
+        # again once it runs; meanwhile the next start fails loudly, and close() removes it.
+
+    def _exec_status(self, script: str, user: str) -> int | None:
+        """Exit status of ``sh -c script`` run in the container as ``user``; None when Docker failed."""
+        try:
+            exit_code, _ = self.container.exec_run(["sh", "-c", script], user=user)
+        except DOCKER_ERRORS:
+            return None
+        return exit_code
 
     def _restart_container(self) -> None:
         """Restart the container: every process dies and the tmpfs mounts come back empty."""
@@ -141,22 +164,38 @@ class DockerSandbox(KernelSandbox):
         except DOCKER_ERRORS as exc:
             raise SandboxCrashedError(f"could not reset container {self.container.short_id}: {exc}") from exc
 
-    def _infrastructure_alive(self) -> bool:
+    def _infrastructure_fault(self) -> str | None:
+        """A container that is paused, not running or gone, or a daemon that does not answer."""
         try:
             self.container.reload()
-        except DOCKER_ERRORS:
-            return False
-        return self.container.status == "running"
+        except docker.errors.NotFound:
+            return f"container {self.container.short_id} is gone"
+        except DOCKER_ERRORS as exc:
+            return f"container {self.container.short_id} is out of reach: the Docker daemon does not answer ({exc})"
+        if self.container.status != "running":
+            return f"container {self.container.short_id} is {self.container.status}"
+        return self._stopped_since_kernel_start()
 
-    def _kernel_stalled(self) -> bool:
-        """True when the container is paused or a process of the sandbox user is stopped."""
+    def _stopped_since_kernel_start(self) -> str | None:
+        """A kill, stop, pause or death of the container since the kernel started, from the daemon's events.
+
+        The container's status lags behind: a kernel that died because the container was killed a moment ago
+        may see it still "running". An event is logged when the daemon is asked, before the kernel dies.
+        """
         try:
-            self.container.reload()
-            if self.container.status == "paused":
-                return True
+            events = self._client.api.events(since=self._kernel_started_at, until=time.time(), decode=True,
+                                             filters={"container": self.container.id, "event": INFRA_EVENTS})
+            seen = [event.get("status") or event.get("Action") for event in events]
+        except DOCKER_ERRORS as exc:
+            return f"container {self.container.short_id} is out of reach: the Docker daemon does not answer ({exc})"
+        return f"container {self.container.short_id} was sent {seen[0]}" if seen else None
+
+    def _kernel_stopped(self) -> bool:
+        """True when a process of the sandbox user is stopped (``docker top``)."""
+        try:
             top = self.container.top(ps_args="-o pid,stat,uid")
         except DOCKER_ERRORS:
-            return False  # a container that is gone is found by the restart that follows
+            return False
         stat, uid = top["Titles"].index("STAT"), top["Titles"].index("UID")
         return any(row[uid] == SANDBOX_USER.split(":")[0] and row[stat].startswith(("T", "t"))
                    for row in top["Processes"])

@@ -4,7 +4,28 @@
 child process's pipes (``docker exec -i``, ``bwrap`` or a plain ``python3``).
 :class:`KernelSandbox` builds the whole :class:`~agentgym_envs.sandbox.base.Sandbox` protocol on
 top of it; a backend only says how to start a kernel, how to kill everything in the sandbox and
-whether the sandbox itself is still alive.
+what, if anything, stops the sandbox itself from outside.
+
+Who is at fault when the kernel does not answer:
+
+    ======================================================  ====================================
+    what happened                                           reported as
+    ======================================================  ====================================
+    container paused, killed or removed; Docker daemon      ``SandboxCrashedError`` (infra)
+    not answering; cgroup frozen; a fresh kernel that
+    cannot start in a wiped sandbox
+    the kernel, its process group or its children stopped  ``ExecResult(ok=False, limit="timeout",
+    (SIGSTOP, ``kill -STOP -1``), including by processes    state_lost=True)``, kernel restarted
+    left over from earlier cells
+    the kernel killed or exited, its reply stream closed,   ``ExecResult(ok=False, state_lost=True)``,
+    garbled or forged, its output descriptors closed        kernel restarted
+    ======================================================  ====================================
+
+Everything in the second and third rows is within reach of the code the agent runs (it runs *in*
+the kernel), so it must be the agent's outcome: an infrastructure fault is left out of the loss
+and of every rate, and would let a policy escape any penalty. Only states the sandbox's own
+processes cannot reach (the container's state, the daemon, the cgroup files) count as faults of
+the infrastructure.
 """
 
 from __future__ import annotations
@@ -31,6 +52,11 @@ HARD_TIMEOUT_GRACE_S = 2.0
 """Extra seconds the host waits past the kernel's own timer before it kills the kernel."""
 
 SIGKILL_EXIT_CODES = {-signal.SIGKILL, 128 + signal.SIGKILL}
+KILL_WAIT_S = 5.0
+"""How long :meth:`KernelProcess.kill` waits for the killed process to end. A process in a frozen v1 cgroup
+does not die until the cgroup is thawed, and the host must not hang on it."""
+LIMITS = (None, "timeout", "memory", "output", "pids", "disk")
+"""The values of a well-formed exec reply's ``limit``."""
 
 
 class KernelTimeout(SandboxError):
@@ -98,11 +124,18 @@ class KernelProcess:
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
-            return json.loads(line)
-        except json.JSONDecodeError as exc:  # something else wrote to the stream: the kernel is unusable
-            message = f"garbled reply from the kernel: {line[:300]!r}; stderr: {self.stderr_tail()}"
-            self.kill()
-            raise KernelDied(message, None) from exc
+            reply = json.loads(line)
+        except (ValueError, RecursionError) as exc:  # something else wrote to the stream: the kernel is unusable
+            raise self._garbled(line) from exc
+        if not isinstance(reply, dict):
+            raise self._garbled(line)
+        return reply
+
+    def _garbled(self, line: bytes) -> KernelDied:
+        """Kill the kernel whose reply stream carried ``line``, which is not a reply."""
+        message = f"garbled reply from the kernel: {line[:300]!r}; stderr: {self.stderr_tail()}"
+        self.kill()
+        return KernelDied(message, None)
 
     def _died(self) -> KernelDied:
         try:
@@ -125,11 +158,16 @@ class KernelProcess:
         return self._proc.poll() is None
 
     def kill(self) -> None:
-        """Kill the process (and its host-side process group) and release its pipes."""
+        """Kill the process (and its host-side process group) and release its pipes.
+
+        Waits at most :data:`KILL_WAIT_S` for it to end; one that is frozen ends when it is thawed and is
+        reaped then by :mod:`subprocess`.
+        """
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
-        self._proc.wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=KILL_WAIT_S)
         for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
             stream.close()
 
@@ -150,15 +188,37 @@ def stopped_descendants(pid: int) -> list[int]:
     return stopped
 
 
+def well_formed_exec_reply(reply: dict[str, Any]) -> bool:
+    """True when ``reply`` has the shape of the kernel's answer to an ``exec`` request."""
+    return (isinstance(reply.get("ok"), bool) and isinstance(reply.get("output"), str)
+            and reply.get("limit") in LIMITS and type(reply.get("truncated_bytes")) is int)
+
+
+def well_formed_file_reply(op: str, reply: dict[str, Any]) -> bool:
+    """True when ``reply`` has the shape of the kernel's answer to a ``write`` or ``read`` request."""
+    if reply.get("ok") is False:
+        return isinstance(reply.get("error"), str)
+    if reply.get("ok") is not True or op != "read":
+        return reply.get("ok") is True
+    try:
+        base64.b64decode(reply.get("data_b64"), validate=True)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 class KernelSandbox(ABC):
     """The :class:`~agentgym_envs.sandbox.base.Sandbox` protocol over a persistent kernel.
 
-    Subclasses implement :meth:`_spawn_kernel`, :meth:`_wipe` and :meth:`_infrastructure_alive`,
-    and may override :meth:`_release`.
+    Subclasses implement :meth:`_spawn_kernel`, :meth:`_wipe` and :meth:`_infrastructure_fault`,
+    and may override :meth:`_kernel_stopped` and :meth:`_release`.
     """
 
     backend: str = "abstract"
     start_timeout_s: float = 30.0
+    file_timeout_s: float = 30.0
+    """Seconds a file request may take; a kernel that misses it in a sandbox that runs was broken by the code
+    that ran in it."""
     start_slots: threading.BoundedSemaphore = threading.BoundedSemaphore(max(4, 4 * (os.cpu_count() or 1)))
     """Kernels starting at once in this process. Hundreds of sandboxes resetting together on a small machine
     would otherwise all miss ``start_timeout_s`` (the clock only runs once a slot is held, so a start that
@@ -179,20 +239,28 @@ class KernelSandbox(ABC):
         """Kill every process in the sandbox (the kernel included) and empty the work directory."""
 
     @abstractmethod
+    def _infrastructure_fault(self) -> str | None:
+        """What stops the sandbox itself, seen from outside; None when it can run code.
+
+        Only states that the sandbox's own processes cannot bring about count: a container that is
+        paused, stopped or gone, a daemon that does not answer, a frozen cgroup. The text completes
+        "<backend> sandbox ...". Asked after the kernel failed to answer, and by :meth:`healthy`.
+        """
+
     def _infrastructure_alive(self) -> bool:
-        """True when the sandbox itself (container, namespace host) still exists."""
+        """True when nothing stops the sandbox itself (see :meth:`_infrastructure_fault`)."""
+        return self._infrastructure_fault() is None
+
+    def _kernel_stopped(self) -> bool:
+        """True when a process of the sandbox is stopped (SIGSTOP and the like).
+
+        Only words the observation of a timeout: a process stopped from inside the sandbox is the
+        agent's doing whichever it is. Backends that cannot tell return False.
+        """
+        return False
 
     def _release(self) -> None:  # noqa: B027 (optional hook: backends without extra resources skip it)
         """Free what the sandbox holds beyond its processes (containers, directories)."""
-
-    def _kernel_stalled(self) -> bool:
-        """True when the kernel that missed its deadline is stopped or frozen rather than running a cell.
-
-        Asked only after the host's hard timeout. A kernel stopped from outside (SIGSTOP, a frozen
-        cgroup, a paused container) is an infrastructure fault; a kernel busy in a cell that ignores
-        its timer is the agent's. Backends that cannot tell return False (the agent's timeout).
-        """
-        return False
 
     def kernel_config(self, *, workdir: str, nproc: int | None, may_kill_all: bool) -> str:
         """The JSON config string the kernel reads from its argv."""
@@ -204,7 +272,15 @@ class KernelSandbox(ABC):
 
     # -- the protocol ------------------------------------------------------------------------
     def run_code(self, code: str, *, timeout_s: float | None = None) -> ExecResult:
-        """Run ``code`` as a notebook cell; limits and crashes come back in the result."""
+        """Run ``code`` as a notebook cell; limits and crashes come back in the result.
+
+        Whatever the code does to its kernel (stops it, kills it, closes or garbles its reply stream)
+        comes back as ``ok=False`` with the kernel restarted (``state_lost=True``).
+
+        Raises:
+            SandboxCrashedError: The sandbox itself is stopped or gone (a paused or dead container, a
+                frozen cgroup, a daemon that does not answer), or a fresh kernel cannot start.
+        """
         timeout = timeout_s or self.limits.timeout_s
         started = time.perf_counter()
         kernel = self._ensure_kernel()
@@ -212,23 +288,14 @@ class KernelSandbox(ABC):
             reply = kernel.request({"op": "exec", "code": code, "timeout_s": timeout},
                                    timeout_s=timeout + HARD_TIMEOUT_GRACE_S)
         except KernelTimeout as exc:
-            stalled = self._kernel_stalled()
-            self._restart()
-            if stalled:
-                raise SandboxCrashedError(f"{self.backend} kernel stalled (stopped, not running the cell) and "
-                                          "was restarted") from exc
-            return ExecResult(
-                output=f"TimeoutError: the code ran past the {timeout:g} s limit and did not stop "
-                       "when interrupted; the kernel was restarted, so variables and imports are lost.",
-                ok=False, limit="timeout", duration_s=time.perf_counter() - started, state_lost=True)
+            return self._after_kernel_timeout(exc, timeout, started)
         except KernelDied as died:
-            return self._after_kernel_death(died, time.perf_counter() - started)
+            return self._after_kernel_death(died, started)
+        if not well_formed_exec_reply(reply):
+            return self._after_broken_reply(reply, started)
         return self._exec_result(reply, timeout, time.perf_counter() - started)
 
     def _exec_result(self, reply: dict[str, Any], timeout: float, duration: float) -> ExecResult:
-        if "output" not in reply:  # the kernel's own machinery failed, not the cell
-            self._restart()
-            raise SandboxCrashedError(f"{self.backend} kernel failed to run a cell: {reply.get('error')}")
         output = reply["output"]
         if reply["limit"] == "timeout":
             output += f"TimeoutError: execution stopped after the {timeout:g} s limit.\n"
@@ -242,39 +309,105 @@ class KernelSandbox(ABC):
         return ExecResult(output=output, ok=reply["ok"], limit=reply["limit"],
                           truncated_bytes=reply["truncated_bytes"], duration_s=duration)
 
-    def _after_kernel_death(self, died: KernelDied, duration: float) -> ExecResult:
-        if not self._infrastructure_alive():
-            self._kernel = None
-            raise SandboxCrashedError(f"{self.backend} sandbox is gone: {died}") from died
+    def _raise_if_infrastructure_fault(self, cause: SandboxError) -> None:
+        """Raise :class:`SandboxCrashedError` when the sandbox itself is stopped or gone.
+
+        The kernel is dropped, not restarted: the next call or reset starts a fresh one once the
+        sandbox runs again.
+        """
+        fault = self._infrastructure_fault()
+        if fault is None:
+            return
+        self._drop_kernel()
+        raise SandboxCrashedError(f"{self.backend} sandbox {fault}; its kernel could not answer: {cause}") from cause
+
+    def _after_kernel_timeout(self, timeout_error: KernelTimeout, timeout: float, started: float) -> ExecResult:
+        self._raise_if_infrastructure_fault(timeout_error)
+        stopped = self._kernel_stopped()
         self._restart()
+        if stopped:
+            output = (f"TimeoutError: the Python kernel was stopped (SIGSTOP or the like, sent by code in the "
+                      f"sandbox) and did not answer within the {timeout:g} s limit; it was restarted, so "
+                      "variables and imports are lost.")
+        else:
+            output = (f"TimeoutError: the code ran past the {timeout:g} s limit and did not stop when "
+                      "interrupted; the kernel was restarted, so variables and imports are lost.")
+        return ExecResult(output=output, ok=False, limit="timeout", duration_s=time.perf_counter() - started,
+                          state_lost=True)
+
+    def _after_kernel_death(self, died: KernelDied, started: float) -> ExecResult:
+        self._raise_if_infrastructure_fault(died)
+        self._restart()
+        duration = time.perf_counter() - started
         if died.returncode in SIGKILL_EXIT_CODES:
             return ExecResult(
-                output=f"The Python kernel was killed, most likely by the sandbox's memory limit "
-                       f"({self.limits.memory_mb} MB); it was restarted, so variables and imports are lost.",
+                output=f"The Python kernel was killed (SIGKILL), most likely by the sandbox's memory limit "
+                       f"({self.limits.memory_mb} MB) or by code in the sandbox; it was restarted, so variables "
+                       "and imports are lost.",
                 ok=False, limit="memory", duration_s=duration, state_lost=True)
+        if died.returncode is None:
+            return ExecResult(
+                output="The Python kernel's reply stream was closed or written to by code in the sandbox; the "
+                       "kernel was restarted, so variables and imports are lost.",
+                ok=False, duration_s=duration, state_lost=True)
         return ExecResult(
             output=f"The Python kernel exited (exit code {died.returncode}); it was restarted, "
                    "so variables and imports are lost.",
             ok=False, duration_s=duration, state_lost=True)
 
+    def _after_broken_reply(self, reply: dict[str, Any], started: float) -> ExecResult:
+        """The kernel answered, but not with a cell's result: the cell broke the kernel's own machinery
+        (closed its output descriptors, wrote to its reply stream). The stream may be out of step too."""
+        self._restart()
+        error = reply.get("error") if isinstance(reply.get("error"), str) else f"reply {json.dumps(reply)[:200]}"
+        return ExecResult(
+            output=f"The Python kernel could not report the cell's result ({error}); it was restarted, "
+                   "so variables and imports are lost.",
+            ok=False, duration_s=time.perf_counter() - started, state_lost=True)
+
     def write_file(self, path: str, data: bytes) -> None:
-        """Write ``data`` to ``path`` relative to the work directory."""
-        self._file_request({"op": "write", "path": path, "data_b64": base64.b64encode(data).decode()})
+        """Write ``data`` to ``path`` relative to the work directory.
+
+        A kernel that code in the sandbox broke (stopped, killed, its stream garbled) is restarted, which
+        empties the work directory, and the write is made through the fresh kernel.
+
+        Raises:
+            SandboxCrashedError: The sandbox itself is stopped or gone, or a fresh kernel failed the write.
+        """
+        payload = {"op": "write", "path": path, "data_b64": base64.b64encode(data).decode()}
+        if self._file_request(payload) is None and self._file_request(payload) is None:
+            raise SandboxCrashedError(f"{self.backend} sandbox: a fresh kernel failed to write {path!r}")
 
     def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes:
         """Read at most ``max_bytes`` of ``path`` relative to the work directory.
 
         Raises:
-            FileNotFoundError: The file does not exist or cannot be read.
+            FileNotFoundError: The file does not exist or cannot be read, or code in the sandbox broke the
+                kernel (which is restarted, with an empty work directory).
+            SandboxCrashedError: The sandbox itself is stopped or gone.
         """
         reply = self._file_request({"op": "read", "path": path, "max_bytes": max_bytes})
+        if reply is None:
+            raise FileNotFoundError(f"read {path!r} in the sandbox: its kernel was stopped, killed or garbled by "
+                                    "code running there and was restarted with an empty work directory")
         return base64.b64decode(reply["data_b64"])
 
-    def _file_request(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _file_request(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """Send a file request; None when code in the sandbox broke the kernel (then restarted).
+
+        Raises:
+            FileNotFoundError: The kernel could not do it (no such file, a path outside the work directory).
+            SandboxCrashedError: The sandbox itself is stopped or gone, or a fresh kernel cannot start.
+        """
         try:
-            reply = self._ensure_kernel().request(payload, timeout_s=self.start_timeout_s)
+            reply = self._ensure_kernel().request(payload, timeout_s=self.file_timeout_s)
         except (KernelTimeout, KernelDied) as exc:
-            raise SandboxCrashedError(f"{self.backend} sandbox failed a file request: {exc}") from exc
+            self._raise_if_infrastructure_fault(exc)
+            self._restart()
+            return None
+        if not well_formed_file_reply(payload["op"], reply):
+            self._restart()
+            return None
         if not reply["ok"]:
             raise FileNotFoundError(f"{payload['op']} {payload['path']!r} in the sandbox: {reply['error']}")
         return reply
@@ -284,12 +417,21 @@ class KernelSandbox(ABC):
         self._restart()
 
     def healthy(self) -> bool:
-        """True when the sandbox exists and its kernel answers a ping."""
+        """True when the sandbox runs and its kernel (restarted if code in the sandbox broke it) answers."""
         if self._closed or not self._infrastructure_alive():
             return False
         try:
-            return bool(self._ensure_kernel().request({"op": "ping"}, timeout_s=5.0)["ok"])
+            if self._answers_ping():
+                return True
+            self._restart()
+            return self._answers_ping()
         except SandboxError:
+            return False
+
+    def _answers_ping(self) -> bool:
+        try:
+            return self._ensure_kernel().request({"op": "ping"}, timeout_s=5.0).get("ok") is True
+        except (KernelTimeout, KernelDied):
             return False
 
     def close(self) -> None:

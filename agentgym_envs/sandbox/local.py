@@ -53,14 +53,16 @@ class LocalSandbox(KernelSandbox):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process_group, signal.SIGKILL)
             self._process_group = None
+        self._workdir.mkdir(parents=True, exist_ok=True)  # code on the host may have deleted it
         for child in self._workdir.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child, ignore_errors=True)
             else:
                 child.unlink(missing_ok=True)
 
-    def _infrastructure_alive(self) -> bool:
-        return self._workdir.is_dir()
+    def _infrastructure_fault(self) -> str | None:
+        """Never: the host process is the infrastructure, and what the code does to the host is its own doing."""
+        return None
 
     def _release(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)
