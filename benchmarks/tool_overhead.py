@@ -169,7 +169,7 @@ def docker_run_argv(image: str) -> list[str]:
 
 def bwrap_process_argv(sandbox: BwrapSandbox) -> list[str]:
     """A fresh bubblewrap process with the sandbox's own namespaces and mounts."""
-    return [*sandbox._bwrap_argv(), "--", sandbox._python, "-I", "-c", TOOL_CALL]
+    return sandbox.python_argv("-c", TOOL_CALL)
 
 
 def measure_docker(limits: SandboxLimits, calls: int, process_calls: int, run_calls: int,

@@ -133,13 +133,18 @@ class BwrapSandbox(KernelSandbox):
             argv += ["--setenv", name, value]
         return argv
 
+    def python_argv(self, *args: str) -> list[str]:
+        """The command that runs the sandbox's Python with ``args`` in a fresh namespace like the kernel's
+        (same binds, environment and limits' mounts; no cgroup), e.g. ``python_argv("-c", "print(1)")``."""
+        return [*self._bwrap_argv(), "--", self._sandbox_path(self._python), "-I", *args]
+
     def _spawn_kernel(self) -> KernelProcess:
         fault = self._infrastructure_fault()
         if fault is not None:  # a kernel started into a frozen cgroup would only hang until start_timeout_s
             raise SandboxCrashedError(f"bwrap sandbox {fault}: cannot start a kernel")
         nproc = None if self._cgroup else self.limits.pids
         config = self.kernel_config(workdir="/work", nproc=nproc, may_kill_all=True)
-        argv = [*self._bwrap_argv(), "--", self._sandbox_path(self._python), "-I", "-c", KERNEL_SOURCE, config]
+        argv = self.python_argv("-c", KERNEL_SOURCE, config)
         if self._cgroup is not None:
             argv = self._cgroup.wrap(argv)
         return KernelProcess(argv, env={"PATH": "/usr/bin:/bin"})
