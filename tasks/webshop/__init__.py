@@ -6,7 +6,10 @@
   option group, price limit); stored in a task as ``Task.metadata["goal"]``.
 * :class:`Purchase`: what the agent bought (product, chosen options, price paid).
 
-All three round-trip through ``to_dict``/``from_dict``; :mod:`rewards.webshop` scores a purchase
+* :func:`generate_catalogue` (:mod:`tasks.webshop.catalogue`): a seeded catalogue with near-duplicate
+  distractors; :func:`generate_goals` (:mod:`tasks.webshop.goals`): checked goals as WebShop tasks.
+
+All three records round-trip through ``to_dict``/``from_dict``; :mod:`rewards.webshop` scores a purchase
 against a goal.
 
 Example:
@@ -18,6 +21,22 @@ Example:
     'Clothing › Shoes'
 """
 
+from tasks.webshop.catalogue import (
+    DEPARTMENTS,
+    DISTRACTOR_KINDS,
+    GENERATOR_VERSION,
+    MAX_PRICE_SLACK,
+    Department,
+    base_asin,
+    generate_catalogue,
+)
+from tasks.webshop.goals import (
+    DIFFICULTY_LEVELS,
+    GoalDifficulty,
+    format_instruction,
+    generate_goals,
+    product_meets_goal,
+)
 from tasks.webshop.records import (
     CATEGORY_SEPARATOR,
     Goal,
@@ -31,11 +50,23 @@ from tasks.webshop.records import (
 
 __all__ = [
     "CATEGORY_SEPARATOR",
+    "DEPARTMENTS",
+    "DIFFICULTY_LEVELS",
+    "DISTRACTOR_KINDS",
+    "GENERATOR_VERSION",
+    "MAX_PRICE_SLACK",
+    "Department",
     "Goal",
+    "GoalDifficulty",
     "Product",
     "Purchase",
     "RecordFormatError",
     "Review",
+    "base_asin",
     "format_category",
+    "format_instruction",
+    "generate_catalogue",
+    "generate_goals",
     "parse_category",
+    "product_meets_goal",
 ]
