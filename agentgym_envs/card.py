@@ -146,11 +146,13 @@ class EnvCard:
         """The tools' names, in the order the prompt lists them."""
         return tuple(tool["function"]["name"] for tool in self.tools)
 
-    def required_tools(self, family: str | None = None) -> tuple[str, ...]:
-        """The tools ``family``'s tasks need, or (``family=None``) those every family of the env needs."""
-        if family is not None:
-            return self.families[family].required_tools
-        needed = [set(card.required_tools) for card in self.families.values()]
+    def required_tools(self, *families: str) -> tuple[str, ...]:
+        """The tools every one of ``families`` needs (all of the env's families when none is named).
+
+        Raises:
+            KeyError: A family the env does not have.
+        """
+        needed = [set(self.families[family].required_tools) for family in families or self.families]
         common = set.intersection(*needed) if needed else set()
         return tuple(name for name in self.tool_names if name in common)
 

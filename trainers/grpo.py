@@ -436,12 +436,8 @@ def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[s
 
 def required_tools(cards: Mapping[str, EnvCard], tasks: Mapping[str, Sequence[Task]]) -> dict[str, tuple[str, ...]]:
     """Per env, the tools every family trained on needs (from its card; watched by the under-use alert)."""
-    needed = {}
-    for env_id, card in cards.items():
-        families = {task.family for task in tasks.get(env_id, ())} & set(card.families)
-        common = set.intersection(*(set(card.required_tools(family)) for family in families)) if families else set()
-        needed[env_id] = tuple(name for name in card.tool_names if name in common)
-    return needed
+    return {env_id: card.required_tools(*sorted({task.family for task in tasks.get(env_id, ())} & set(card.families)))
+            for env_id, card in cards.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
