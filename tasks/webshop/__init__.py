@@ -6,6 +6,7 @@
   option group, price limit); stored in a task as ``Task.metadata["goal"]``.
 * :class:`Purchase`: what the agent bought (product, chosen options, price paid).
 
+* :func:`load_catalogue` (:mod:`tasks.webshop.bundled`): a bundled catalogue by name, or one from a JSONL file.
 * :func:`generate_catalogue` (:mod:`tasks.webshop.catalogue`): a seeded catalogue with near-duplicate
   distractors; :func:`generate_goals` (:mod:`tasks.webshop.goals`): checked goals as WebShop tasks.
 
@@ -21,6 +22,7 @@ Example:
     'Clothing › Shoes'
 """
 
+from tasks.webshop.bundled import DEFAULT_CATALOGUE, available_catalogues, load_catalogue, parse_catalogue
 from tasks.webshop.catalogue import (
     DEPARTMENTS,
     DISTRACTOR_KINDS,
@@ -50,6 +52,7 @@ from tasks.webshop.records import (
 
 __all__ = [
     "CATEGORY_SEPARATOR",
+    "DEFAULT_CATALOGUE",
     "DEPARTMENTS",
     "DIFFICULTY_LEVELS",
     "DISTRACTOR_KINDS",
@@ -62,11 +65,14 @@ __all__ = [
     "Purchase",
     "RecordFormatError",
     "Review",
+    "available_catalogues",
     "base_asin",
     "format_category",
     "format_instruction",
     "generate_catalogue",
     "generate_goals",
+    "load_catalogue",
+    "parse_catalogue",
     "parse_category",
     "product_meets_goal",
 ]
