@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
-from agentgym_envs.actions import ParsedAction, format_error_observation, parse_action
+from agentgym_envs.actions import ParsedAction, ParsedToolCall, format_error_observation, parse_action
 from agentgym_envs.card import EnvCard, FamilyCard, LimitsCard, reward_terms, task_source
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.spaces import UnicodeText
@@ -47,7 +47,8 @@ class TextEnv(gym.Env[str, str], ABC):
 
     Subclasses set :attr:`env_name`, :attr:`task_families` and :attr:`required_tools`, and provide
     :attr:`tools`, :meth:`default_reward` and :meth:`_begin_episode`; they may override
-    :meth:`_evidence`, :meth:`_instructions` and :meth:`_settings`.
+    :meth:`_evidence`, :meth:`_instructions`, :meth:`_task_text`, :meth:`_task_over` (for a task that a
+    tool call ends, such as a purchase) and :meth:`_settings`.
 
     Args:
         split: Bundled split to draw tasks from (``"train"``, ``"dev"``, ``"test"``).
@@ -155,6 +156,17 @@ class TextEnv(gym.Env[str, str], ABC):
         """Environment-specific instructions placed before the task."""
         return ""
 
+    def _task_text(self, task: Task) -> str:
+        """What the prompt shows of the task (after :meth:`_begin_episode`); the task's prompt by default."""
+        return task.prompt
+
+    def _task_over(self) -> bool:
+        """True once a tool call of the current episode ended the task (an item bought, a patch submitted).
+
+        The episode is then scored as if the agent had answered: :meth:`_evidence`, then the reward.
+        """
+        return False
+
     def _settings(self) -> dict[str, Any]:
         """Env-specific settings that change what the agent sees or how it is scored (scalars, for the card)."""
         return {}
@@ -200,8 +212,8 @@ class TextEnv(gym.Env[str, str], ABC):
 
     def _render_prompt(self, task: Task) -> str:
         if self.prompt_style == "task":
-            return task.prompt
-        return "\n\n".join(filter(None, [self._instructions(task), render_tools(self.tools), task.prompt]))
+            return self._task_text(task)
+        return "\n\n".join(filter(None, [self._instructions(task), render_tools(self.tools), self._task_text(task)]))
 
     def step(self, action: str) -> StepResult:
         """Act on one action: run its tool calls, or score its answer, or explain its format error."""
@@ -216,10 +228,20 @@ class TextEnv(gym.Env[str, str], ABC):
         return self._run_tools(action, parsed)
 
     def _run_tools(self, action: str, parsed: ParsedAction) -> StepResult:
+        """Run the action's tool calls in order; a call that ends the task (:meth:`_task_over`) stops the rest."""
         tools = {tool.name: tool for tool in self.tools}
-        results = [(call, call_tool(tools, call)) for call in parsed.tool_calls]
+        results: list[tuple[ParsedToolCall, ToolResult]] = []
+        for call in parsed.tool_calls:
+            results.append((call, call_tool(tools, call)))
+            if self._task_over() or results[-1][1].infra_error:
+                break
         observation = "\n\n".join(self._tool_block(call.name, result) for call, result in results)
+        skipped = len(parsed.tool_calls) - len(results)
+        if skipped:
+            observation += f"\n\n[{skipped} later tool call{'s' if skipped > 1 else ''} not run: the episode ended]"
         infra = any(result.infra_error for _, result in results)
+        if self._task_over() and not infra:
+            return self._conclude(action, parsed, observation, results)
         return self._record(action, parsed, observation, results, 0.0, terminated=False, truncated=infra)
 
     @staticmethod
@@ -228,18 +250,28 @@ class TextEnv(gym.Env[str, str], ABC):
         return f"[{name} result ({status})]\n{result.output.rstrip()}"
 
     def _finish(self, action: str, parsed: ParsedAction) -> StepResult:
+        return self._conclude(action, parsed, "Answer received. The episode is over.", ())
+
+    def _conclude(self, action: str, parsed: ParsedAction, observation: str,
+                  results: Sequence[tuple[ParsedToolCall, ToolResult]]) -> StepResult:
+        """Score the episode that this action ended (by an answer, or by a tool call that ended the task)."""
         assert self.task is not None
-        provisional = Turn(action=action, observation="", answer=parsed.answer)
+        provisional = Turn(action=action, observation=observation, tool_calls=self._tool_calls(results),
+                           answer=parsed.answer)
         trajectory = Trajectory(turns=(*self._turns, provisional))
         try:
             result = self._score(self.task, trajectory)
         except InfrastructureError as exc:
-            observation = f"Infrastructure error while checking the answer (not your fault): {exc}"
-            return self._record(action, parsed, observation, (), 0.0, terminated=False, truncated=True,
+            subject = "outcome" if results else "answer"
+            verdict = f"Infrastructure error while checking the {subject} (not your fault): {exc}"
+            observation = f"{observation}\n\n{verdict}" if results else verdict
+            return self._record(action, parsed, observation, results, 0.0, terminated=False, truncated=True,
                                 extra={"infra_error": True})
-        observation = "Answer received. The episode is over."
-        return self._record(action, parsed, observation, (), result.value, terminated=True, truncated=False,
-                            extra={"reward_components": dict(result.components), "answer": parsed.answer})
+        extra: dict[str, Any] = {"reward_components": dict(result.components)}
+        if parsed.answer is not None:
+            extra["answer"] = parsed.answer
+        return self._record(action, parsed, observation, results, result.value, terminated=True, truncated=False,
+                            extra=extra)
 
     def _score(self, task: Task, trajectory: Trajectory) -> RewardResult:
         """The evidence for a finished trajectory, then the family's reward function on it."""
@@ -250,9 +282,7 @@ class TextEnv(gym.Env[str, str], ABC):
                 results: Sequence[tuple[Any, ToolResult]], reward: float, *, terminated: bool,
                 truncated: bool, extra: Mapping[str, Any] | None = None) -> StepResult:
         """Append the turn to the trajectory and build the step's return value."""
-        known = {tool.name for tool in self.tools}
-        calls = tuple(ToolCall(name=call.name, arguments=call.arguments, known=call.name in known,
-                               ok=result.ok, infra_error=result.infra_error) for call, result in results)
+        calls = self._tool_calls(results)
         observation = self._clip(observation)
         self._turns.append(Turn(action=action, observation=observation, tool_calls=calls,
                                 format_errors=parsed.errors, answer=parsed.answer))
@@ -270,6 +300,12 @@ class TextEnv(gym.Env[str, str], ABC):
         }
         info.update(extra or {})
         return observation, float(reward), terminated, truncated, info
+
+    def _tool_calls(self, results: Sequence[tuple[Any, ToolResult]]) -> tuple[ToolCall, ...]:
+        """The trajectory's record of the calls run in one turn."""
+        known = {tool.name for tool in self.tools}
+        return tuple(ToolCall(name=call.name, arguments=call.arguments, known=call.name in known,
+                              ok=result.ok, infra_error=result.infra_error) for call, result in results)
 
     def _clip(self, text: str) -> str:
         limit = self.max_observation_chars

@@ -8,8 +8,8 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from agentgym_envs import EnvConfigError
-from agentgym_envs.policies import ScriptedAgent, answer_action
+from agentgym_envs import EnvConfigError, TextEnv, Tool, ToolResult
+from agentgym_envs.policies import ScriptedAgent, answer_action, tool_call_action
 from agentgym_envs.runner import EnvPool, EpisodeRequest, EpisodeRunner, success_rate
 from agentgym_envs.search import SearchEnv
 from rewards import CompositeReward, JudgeUnavailableError, LLMJudge, OpenAICompatibleBackend, Term
@@ -104,3 +104,56 @@ def test_an_infra_episode_counts_in_no_rate():
     assert good.success and failed.infra_error and failed.stop_reason == "infra_error" and failed.trajectory is None
     assert "reset failed: no sandbox" in failed.error
     assert success_rate([good, failed]) == 1.0  # not 0.5: the fault is not the agent's
+
+
+class Vending(TextEnv):
+    """A toy env whose task a tool call ends: ``press`` the right button; scored from evidence."""
+
+    env_name = "Vending"
+    task_families = ("buy",)
+
+    def __init__(self, reward=None) -> None:
+        super().__init__(tasks=[Task("vending/0", "Vending", "buy", "Press B2.", answer="B2")], reward=reward)
+        self.pressed: list[str] = []
+        self._tools = (Tool("press", "Press a button.", {"type": "object", "properties": {"button": {"type": "string"}},
+                                                           "required": ["button"]}, self._press),)
+
+    @property
+    def tools(self):
+        return self._tools
+
+    def default_reward(self, family):
+        return lambda task, trajectory, evidence: float(evidence["pressed"] == task.answer)
+
+    def _begin_episode(self, task):
+        self.pressed = []
+
+    def _press(self, button: str) -> ToolResult:
+        self.pressed.append(button)
+        return ToolResult(f"pressed {button}")
+
+    def _task_over(self) -> bool:
+        return len(self.pressed) > 0
+
+    def _evidence(self, task, trajectory):
+        return {"pressed": self.pressed[0]}
+
+
+def test_a_tool_call_that_ends_the_task_is_scored_and_stops_the_later_calls():
+    env = Vending()
+    env.reset(seed=0)
+    calls = tool_call_action("press", button="B2") + tool_call_action("press", button="A1")
+    observation, reward, terminated, truncated, info = env.step(calls)
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert env.pressed == ["B2"]  # the second call never ran
+    assert "1 later tool call not run" in observation and "pressed B2" in observation
+    assert [call["name"] for call in info["tool_calls"]] == ["press"]
+    assert env.trajectory.turns[-1].tool_calls[0].arguments == {"button": "B2"}
+
+
+def test_an_infrastructure_fault_after_a_task_ending_tool_call_is_an_infra_episode():
+    env = Vending(reward=service_down)
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step(tool_call_action("press", button="B2"))
+    assert (reward, terminated, truncated, info["infra_error"]) == (0.0, False, True, True)
+    assert observation.startswith("[press result (ok)]\npressed B2") and "not your fault" in observation
