@@ -3,6 +3,7 @@
 Commands:
     setup        make Docker answer (root on Debian: install docker.io, start dockerd), check
                  bubblewrap, build the base image; falls back to bwrap when Docker cannot be had.
+                 Also installs Debian's chromium (WebShop-v0's browser mode) when it is missing.
     build-image  build the base image from Debian packages (``--force`` to rebuild).
     doctor       show what works, what is missing and how to fix it; exit 1 when neither Docker
                  nor bubblewrap is usable.
@@ -31,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentrl-sandbox",
                                      description="Set up, check and clean the agentrl sandbox host.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
-    commands.add_parser("setup", help="install/start Docker and bubblewrap, build the base image")
+    commands.add_parser("setup", help="install/start Docker and bubblewrap, build the base image, "
+                                                 "install chromium")
     build = commands.add_parser("build-image", help="build the base image from Debian packages")
     build.add_argument("--force", action="store_true", help="rebuild even when the image exists")
     build.add_argument("--suite", default=DEFAULT_SUITE, help="Debian suite (default: %(default)s)")
@@ -53,6 +55,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
     bwrap_ok = _try("bubblewrap", system.ensure_bwrap)
     if docker_ok:
         docker_ok = _try("base image", build_base_image)
+    if _try("chromium (WebShop-v0 browser mode)", system.ensure_chromium):
+        print(f"browser: {system.find_executable('chromium')}")
     if docker_ok:
         print("ready: sandbox='docker'" + (" (sandbox='bwrap' works too)" if bwrap_ok else ""))
         return 0

@@ -302,6 +302,24 @@ def ensure_debootstrap(*, install: bool = True) -> None:
     _ensure_package("debootstrap", "debootstrap", install=install)
 
 
+def ensure_chromium(*, install: bool = True) -> str:
+    """Make sure Debian's ``chromium`` (the browser of WebShop-v0's browser mode) is installed.
+
+    Playwright drives it through ``executable_path``; ``playwright install`` is not needed.
+
+    Args:
+        install: Allow ``apt-get install chromium`` when it is missing (root on Debian only).
+
+    Returns:
+        The path of the ``chromium`` executable.
+
+    Raises:
+        SandboxUnavailableError: It is missing and cannot be installed; the message says how.
+    """
+    _ensure_package("chromium", "chromium", install=install)
+    return str(find_executable("chromium"))
+
+
 def _ensure_package(executable: str, package: str, *, install: bool) -> None:
     """Install the Debian ``package`` providing ``executable`` when it is missing and allowed."""
     if find_executable(executable) is not None:
