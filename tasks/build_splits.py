@@ -1,8 +1,8 @@
-"""Build the bundled benchmark splits (PythonSandbox, Search), or check that the bundled files are current.
+"""Build the bundled benchmark splits (PythonSandbox, Search, WebShop), or check that the bundled files are current.
 
 Usage::
 
-    python -m tasks.build_splits                  # (re)write tasks/data/python_sandbox/ and tasks/data/search/
+    python -m tasks.build_splits                  # (re)write tasks/data/python_sandbox/, search/ and webshop/
     python -m tasks.build_splits --check          # exit 1, with a summary, if a rebuild would change any byte
     python -m tasks.build_splits --env Search     # only one environment's files
 
@@ -14,6 +14,9 @@ there is no set iteration, string hashing or float formatting in it.
 
 Search: the ``fictional-v1`` corpus and its train/dev/test questions, built by
 :func:`tasks.search.bundled.build_search_files` (see that module).
+
+WebShop: the ``generated-v1`` catalogue and its train/dev/test goals, disjoint by product group, built by
+:func:`tasks.webshop.bundled.build_webshop_files` (see that module).
 """
 
 from __future__ import annotations
@@ -29,13 +32,15 @@ from tasks import python_code, python_math
 from tasks.records import Task
 from tasks.search.bundled import build_search_files
 from tasks.splits import MANIFEST_NAME
+from tasks.webshop.bundled import build_webshop_files
 
 ENV = "PythonSandbox"
 SPLIT_SIZES = {"train": 400, "dev": 100, "test": 100}
 SEED_BASES = {"train": 1_000_000, "dev": 2_000_000, "test": 3_000_000}
 DEFAULT_OUT = Path(__file__).parent / "data" / "python_sandbox"
 DEFAULT_SEARCH_OUT = Path(__file__).parent / "data" / "search"
-ENVS = ("PythonSandbox", "Search")
+DEFAULT_WEBSHOP_OUT = Path(__file__).parent / "data" / "webshop"
+ENVS = ("PythonSandbox", "Search", "WebShop")
 
 _Generator = Callable[..., Task]
 _FAMILIES: tuple[_Generator, ...] = (python_math.generate_math_task, python_code.generate_code_task)
@@ -103,13 +108,18 @@ def _describe_difference(name: str, fresh: bytes, bundled: bytes) -> str:
         changed = [i for i, (fresh_line, bundled_line) in enumerate(pairs) if fresh_line != bundled_line]
         where = ""
         if changed:
-            first_id = json.loads(fresh_lines[changed[0]])["id"]
-            where = f", first at line {changed[0] + 1} ({first_id})"
+            where = f", first at line {changed[0] + 1} ({_record_id(fresh_lines[changed[0]])})"
         return (
             f"{name}: {len(changed)} of {len(fresh_lines)} lines differ{where}; "
             f"{len(bundled_lines)} lines bundled, {len(fresh_lines)} regenerated"
         )
     return f"{name}: differs from the regenerated version"
+
+
+def _record_id(line: bytes) -> str:
+    """The id of a JSONL record: a task's or document's ``id``, a product's ``asin``."""
+    record = json.loads(line)
+    return record["id"] if "id" in record else record["asin"]
 
 
 def check_bundled(files: dict[str, bytes], folder: Path) -> list[str]:
@@ -126,14 +136,16 @@ def check_bundled(files: dict[str, bytes], folder: Path) -> list[str]:
 
 def _selected(args: argparse.Namespace) -> dict[str, Path]:
     """Environment -> output folder of what to build: ``--env``, else those whose folder was given, else all."""
-    folders = {"PythonSandbox": args.out, "Search": args.search_out}
+    folders = {"PythonSandbox": args.out, "Search": args.search_out, "WebShop": args.webshop_out}
     envs = args.env or [env for env, folder in folders.items() if folder is not None] or list(ENVS)
-    defaults = {"PythonSandbox": DEFAULT_OUT, "Search": DEFAULT_SEARCH_OUT}
+    defaults = {"PythonSandbox": DEFAULT_OUT, "Search": DEFAULT_SEARCH_OUT, "WebShop": DEFAULT_WEBSHOP_OUT}
     return {env: folders[env] or defaults[env] for env in ENVS if env in envs}
 
 
 def _build(env: str) -> dict[str, bytes]:
-    return build_python_sandbox_splits() if env == "PythonSandbox" else build_search_files()
+    builders = {"PythonSandbox": build_python_sandbox_splits, "Search": build_search_files,
+                "WebShop": build_webshop_files}  # looked up per call, so tests can replace a builder
+    return builders[env]()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -149,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"folder of the PythonSandbox split files (default {DEFAULT_OUT})")
     parser.add_argument("--search-out", type=Path, default=None,
                         help=f"folder of the Search corpus and split files (default {DEFAULT_SEARCH_OUT})")
+    parser.add_argument("--webshop-out", type=Path, default=None,
+                        help=f"folder of the WebShop catalogue and split files (default {DEFAULT_WEBSHOP_OUT})")
     args = parser.parse_args(argv)
     targets = _selected(args)
     if args.check:

@@ -48,7 +48,8 @@ def all_tasks() -> dict[str, list[Task]]:
 
 
 def test_available_splits() -> None:
-    assert available_splits() == {"PythonSandbox": ["dev", "test", "train"], "Search": ["dev", "test", "train"]}
+    splits = ["dev", "test", "train"]
+    assert available_splits() == {"PythonSandbox": splits, "Search": splits, "WebShop": splits}
 
 
 def test_sizes_families_and_levels(all_tasks: dict[str, list[Task]]) -> None:
@@ -158,7 +159,7 @@ def test_integrity_error_names_the_file_and_both_hashes(tampered_root: Path) -> 
 @pytest.mark.parametrize(
     ("env", "split", "family", "message"),
     [
-        ("WebShop", "test", None, "among ['PythonSandbox', 'Search'], got 'WebShop'"),
+        ("Shopping", "test", None, "among ['PythonSandbox', 'Search', 'WebShop'], got 'Shopping'"),
         ("PythonSandBox", "test", None, "did you mean 'PythonSandbox'"),
         ("PythonSandbox", "validation", None, "among ['dev', 'test', 'train'], got 'validation'"),
         ("PythonSandbox", "tset", None, "did you mean 'test'"),
