@@ -34,6 +34,10 @@ ACTION_TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>",
 STOP_TAGS = ("</tool_call>", "</answer>")
 """Generation of one turn stops after either of these (or after ``<|im_end|>``)."""
 TOKENIZER_RECIPE_VERSION = 3
+TOKENIZER_ENVS = ("PythonSandbox", "Search")
+"""The bundled envs whose tasks the tokenizer learns from: those of the main job. Adding one changes the
+tokenizer, so it comes with a new :data:`TOKENIZER_RECIPE_VERSION` (other envs' text is still encoded, in
+byte-level pieces)."""
 DIGIT_RUN = r"\p{N}+"
 """Digit runs are split off before byte-level BPE (part of the saved folder's key with the recipe version)."""
 
@@ -90,8 +94,8 @@ def default_model_dir(config: TinyModelConfig | None = None) -> Path:
 
 
 def training_texts() -> Iterator[str]:
-    """Text the tokenizer is trained on: the Search corpus, and every bundled task as an episode would
-    show it (instructions and tool schemas, the question, a tool call, the answer)."""
+    """Text the tokenizer is trained on: the Search corpus, and every bundled task of :data:`TOKENIZER_ENVS` as
+    an episode would show it (instructions and tool schemas, the question, a tool call, the answer)."""
     from agentgym_envs.actions import EXPECTED_FORMAT
     from agentgym_envs.search.env import INSTRUCTIONS, SearchEnv
     from agentgym_envs.tools import render_tools
@@ -99,8 +103,8 @@ def training_texts() -> Iterator[str]:
 
     search_header = f"{INSTRUCTIONS}\n\n{render_tools(SearchEnv(split='dev').tools)}"
     yield EXPECTED_FORMAT
-    for env_name, splits in available_splits().items():
-        for split in splits:
+    for env_name in TOKENIZER_ENVS:
+        for split in available_splits()[env_name]:
             for task in load_split(env_name, split):
                 yield f"{search_header}\n\n{task.prompt}" if env_name == "Search" else task.prompt
                 yield _example_action(task)
