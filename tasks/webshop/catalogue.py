@@ -28,7 +28,7 @@ import numpy as np
 
 from tasks.webshop.records import Product, Review
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 """Bump whenever a change alters any generated catalogue or goal (bundled splits record it)."""
 
 MAX_PRICE_SLACK = 0.5

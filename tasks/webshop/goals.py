@@ -16,10 +16,14 @@ Difficulty levels (:data:`DIFFICULTY_LEVELS`):
 =====  ==========  =======  ===========
 level  attributes  options  price slack
 =====  ==========  =======  ===========
-1      1           0        50 %
+1      1           1        50 %
 2      2           1        25 %
 3      3           2        10 %
 =====  ==========  =======  ===========
+
+Every level asks for at least one option, as nearly every WebShop goal does: without one, a third of
+the bundled level-1 goals fell to a random clicker (a product of the right type has a given attribute
+about half the time), with one it is near zero.
 
 Example:
     >>> from tasks.webshop.catalogue import generate_catalogue
@@ -66,7 +70,7 @@ class GoalDifficulty:
 
 
 DIFFICULTY_LEVELS: dict[int, GoalDifficulty] = {
-    1: GoalDifficulty(attributes=1, options=0, price_slack=0.5),
+    1: GoalDifficulty(attributes=1, options=1, price_slack=0.5),
     2: GoalDifficulty(attributes=2, options=1, price_slack=0.25),
     3: GoalDifficulty(attributes=3, options=2, price_slack=0.1),
 }

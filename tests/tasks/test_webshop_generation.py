@@ -12,6 +12,7 @@ from tasks.webshop import (
     CATEGORY_SEPARATOR,
     DEPARTMENTS,
     DIFFICULTY_LEVELS,
+    GENERATOR_VERSION,
     Goal,
     Product,
     Purchase,
@@ -166,7 +167,7 @@ def test_instructions_are_unique_and_in_webshops_form(catalogue: list[Product], 
         for group, value in goal["options"].items():
             assert f"{group}: {value}" in task.prompt
         assert (task.env, task.family, task.difficulty) == ("WebShop", "shop", difficulty)
-        assert task.metadata["generator_version"] == 1
+        assert task.metadata["generator_version"] == GENERATOR_VERSION
 
 
 def test_difficulty_sets_the_number_of_attributes_options_and_the_price_slack(catalogue: list[Product]) -> None:
@@ -179,7 +180,7 @@ def test_difficulty_sets_the_number_of_attributes_options_and_the_price_slack(ca
             price = by_asin[goal.asin].price
             assert goal.price_upper == pytest.approx(-(-price * (1 + level.price_slack) // 1))
     assert [DIFFICULTY_LEVELS[d].attributes for d in LEVELS] == [1, 2, 3]
-    assert [DIFFICULTY_LEVELS[d].options for d in LEVELS] == [0, 1, 2]
+    assert [DIFFICULTY_LEVELS[d].options for d in LEVELS] == [1, 1, 2]
 
 
 def test_targets_restrict_the_goals_to_the_given_products(catalogue: list[Product]) -> None:
