@@ -24,6 +24,10 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
         "entry_point": "agentgym_envs.search:SearchEnv",
         "max_episode_steps": 10,
     },
+    f"{NAMESPACE}/WebShop-v0": {
+        "entry_point": "agentgym_envs.webshop:WebShopEnv",
+        "max_episode_steps": 15,  # WebShop's agents (ReAct, the RL papers) get 15 turns
+    },
 }
 """Every id this package registers, with its entry point and turn limit."""
 

@@ -1,9 +1,10 @@
 """Shared fixtures: which real sandbox backends work on this machine, and sandboxes on each of them.
 
 A test that takes the ``backend`` (or ``sandbox``) fixture runs once per real backend, marked
-``docker`` or ``bwrap``. A backend that cannot run here skips its tests with the reason, unless
-``AGENTRL_REQUIRE_BACKENDS`` (comma-separated, e.g. ``docker,bwrap``; CI sets it) names it: then
-the tests fail, so that a broken set-up cannot pass as skipped.
+``docker`` or ``bwrap``; one that takes ``browser_backend`` launches Chromium (WebShop's browser
+mode). A backend that cannot run here skips its tests with the reason, unless
+``AGENTRL_REQUIRE_BACKENDS`` (comma-separated, e.g. ``docker,bwrap,browser``; CI sets it) names it:
+then the tests fail, so that a broken set-up cannot pass as skipped.
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ def bwrap_unavailable_reason() -> str | None:
     return None
 
 
+def browser_unavailable_reason() -> str | None:
+    """Why WebShop's browser mode cannot run here (no Playwright, no chromium), or None when it can."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed (pip install -e '.[web]')"
+    if shutil.which("chromium") is None:
+        return "no chromium on PATH (run `python -m agentgym_envs.sandbox setup` as root, or apt-get install chromium)"
+    return None
+
+
 def required_backends() -> set[str]:
     """The backends ``AGENTRL_REQUIRE_BACKENDS`` says must work."""
     names = os.environ.get("AGENTRL_REQUIRE_BACKENDS", "")
@@ -64,7 +77,8 @@ def required_backends() -> set[str]:
 @pytest.fixture(scope="session")
 def backend_problems() -> dict[str, str | None]:
     """For each real backend: why it cannot run here, or None when it works (checked once)."""
-    return {"docker": docker_unavailable_reason(), "bwrap": bwrap_unavailable_reason()}
+    return {"docker": docker_unavailable_reason(), "bwrap": bwrap_unavailable_reason(),
+            "browser": browser_unavailable_reason()}
 
 
 def require_backend(name: str, problems: dict[str, str | None]) -> None:
@@ -91,6 +105,13 @@ def docker_backend(backend_problems: dict[str, str | None]) -> str:
     """``"docker"``, for docker-only tests (skips or fails like :func:`backend`)."""
     require_backend("docker", backend_problems)
     return "docker"
+
+
+@pytest.fixture
+def browser_backend(backend_problems: dict[str, str | None]) -> str:
+    """``"browser"``, for tests that launch Chromium (skips, or fails when required, like :func:`backend`)."""
+    require_backend("browser", backend_problems)
+    return "browser"
 
 
 @pytest.fixture
