@@ -11,7 +11,7 @@ from tasks.curriculum import (
 from tasks.errors import InfrastructureError, SplitIntegrityError, TaskError, UnknownTaskError
 from tasks.python_code import CODE_TEMPLATES, generate_code_task, generate_code_tasks
 from tasks.python_math import MATH_TEMPLATES, generate_math_task, generate_math_tasks
-from tasks.records import Document, Task, ToolCall, Trajectory, Turn
+from tasks.records import Document, Task, ToolCall, Trajectory, Turn, read_tasks
 from tasks.relabel import (
     RELABELING_SUPPORT,
     GoalProposer,
@@ -54,6 +54,7 @@ __all__ = [
     "load_corpus",
     "load_split",
     "make_sampler",
+    "read_tasks",
     "relabel",
     "relabeling_applies",
 ]

@@ -7,9 +7,12 @@ trainers can all speak about the same objects without importing each other.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from tasks.errors import TaskError
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,28 @@ class Task:
     def to_json(self) -> str:
         """One JSONL line, keys sorted so that files are byte-stable."""
         return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+
+
+def read_tasks(path: str | os.PathLike[str]) -> list[Task]:
+    """The tasks of a JSONL file with one :meth:`Task.to_json` per line (blank lines skipped).
+
+    For tasks made outside the bundled splits, e.g. by ``python -m tasks.webshop.original``; pass them to an env
+    as ``tasks=``.
+
+    Raises:
+        TaskError: A line that is not a task, with the file and line number.
+    """
+    tasks = []
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                tasks.append(Task.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise TaskError(f"{path}:{number}: expected a task as JSON with keys id, env, family, prompt, "
+                                f"answer, got {type(exc).__name__}: {exc}") from exc
+    return tasks
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from agentgym_envs.webshop.pages import Page, parse_page
 from agentgym_envs.webshop.service import ShopClient, ShopServer
 from rewards import CompositeReward, RewardFn, Term, make_tool_shaping_reward, webshop_reward
 from tasks import Task, Trajectory
-from tasks.webshop.bundled import DEFAULT_CATALOGUE
+from tasks.webshop.bundled import DEFAULT_CATALOGUE, available_catalogues
 
 if TYPE_CHECKING:  # Playwright (the ``web`` extra) is imported only in browser mode
     from agentgym_envs.webshop.browser import BrowserPool
@@ -90,8 +90,9 @@ class WebShopEnv(TextEnv):
         server: None to start a shop server for this env (stopped by ``close``); the URL of one already
             running (``"http://127.0.0.1:3000"``, from ``python -m agentgym_envs.webshop.server``); or a
             started :class:`~agentgym_envs.webshop.service.ShopServer` shared by many envs (not stopped here).
-        catalogue: The catalogue the server this env starts loads: a bundled name or a JSONL file of products.
-            Default: the one the tasks name (``metadata["catalogue"]``), else ``"generated-v1"``.
+        catalogue: The catalogue the server this env starts loads: a bundled name or a JSONL file of products
+            (e.g. from ``python -m tasks.webshop.original``, for WebShop's own data). Default: the bundled one the
+            tasks name (``metadata["catalogue"]``), else ``"generated-v1"``.
         browser: In browser mode, a :class:`~agentgym_envs.webshop.browser.BrowserPool` shared by many envs
             (not closed here); None starts one for this env.
         split, families, tasks, reward, max_action_chars, max_tool_calls_per_turn, max_observation_chars,
@@ -99,7 +100,8 @@ class WebShopEnv(TextEnv):
 
     Raises:
         EnvConfigError: An unknown mode or observation, ``"aria"`` in text mode, a browser in text mode, or
-            tasks written for another catalogue than ``catalogue``.
+            tasks written for another bundled catalogue than ``catalogue``, or tasks of a catalogue that is not
+            bundled with neither ``catalogue`` nor ``server``.
 
     Example:
         >>> import gymnasium as gym, agentgym_envs                          # doctest: +SKIP
@@ -128,7 +130,7 @@ class WebShopEnv(TextEnv):
                          max_observation_chars=max_observation_chars, render_mode=render_mode,
                          prompt_style=prompt_style)
         self.mode, self.observation = mode, observation
-        self.catalogue = _task_catalogue(self.tasks, catalogue)
+        self.catalogue, self._served_catalogue = _task_catalogue(self.tasks, catalogue, server)
         self._server_spec = server
         self._server: ShopServer | None = None
         self._shop: ShopClient | None = None
@@ -192,10 +194,11 @@ class WebShopEnv(TextEnv):
         return self._shop
 
     def _check_catalogue(self, shop: ShopClient) -> None:
+        """A server of another catalogue than the bundled one the tasks were written for is refused."""
         served = shop.health().get("catalogue")
-        if served != self.catalogue:
-            raise EnvConfigError(f"server: the tasks need catalogue {self.catalogue!r}, got a server of catalogue "
-                                 f"{served!r}; start it with --catalogue {self.catalogue}")
+        if self._served_catalogue is not None and served != self._served_catalogue:
+            raise EnvConfigError(f"server: the tasks need catalogue {self._served_catalogue!r}, got a server of "
+                                 f"catalogue {served!r}; start it with --catalogue {self._served_catalogue}")
 
     def _new_driver(self) -> PageDriver:
         if self.mode == "text":
@@ -323,12 +326,21 @@ def _check_mode(mode: str, observation: str, browser: BrowserPool | None) -> Non
         raise EnvConfigError("browser: a BrowserPool is used only with mode='browser', got mode='text'")
 
 
-def _task_catalogue(tasks: Sequence[Task], catalogue: str | None) -> str:
-    """The catalogue the tasks were written for; tasks of another catalogue are refused."""
+def _task_catalogue(tasks: Sequence[Task], catalogue: str | None, server: object) -> tuple[str, str | None]:
+    """The catalogue spec this env's own server would load, and the bundled catalogue the server must serve.
+
+    Tasks name their catalogue (``metadata["catalogue"]``). A bundled name is checked against what the server
+    serves; another name (``"original"`` for WebShop's own data) cannot be, so the caller says where the products
+    are: ``catalogue=`` (a JSONL file) or ``server=``.
+    """
     named = sorted({str(task.metadata["catalogue"]) for task in tasks if task.metadata.get("catalogue")})
     if len(named) > 1:
         raise EnvConfigError(f"tasks: expected tasks of one catalogue, got tasks of {named}")
-    if catalogue is not None and named and named != [catalogue]:
-        raise EnvConfigError(f"catalogue: the tasks were written for catalogue {named[0]!r}, got "
+    bundled = named[0] if named and named[0] in available_catalogues() else None
+    if bundled is not None and catalogue not in (None, bundled):
+        raise EnvConfigError(f"catalogue: the tasks were written for catalogue {bundled!r}, got "
                              f"catalogue={catalogue!r}; pass the matching catalogue")
-    return catalogue or (named[0] if named else DEFAULT_CATALOGUE)
+    if named and bundled is None and catalogue is None and server is None:
+        raise EnvConfigError(f"catalogue: the tasks were written for catalogue {named[0]!r}, which is not bundled; "
+                             "pass catalogue= (its JSONL file of products) or server= (a shop serving it)")
+    return catalogue or bundled or DEFAULT_CATALOGUE, bundled

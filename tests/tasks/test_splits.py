@@ -170,3 +170,15 @@ def test_unknown_names_list_what_exists(env: str, split: str, family: str | None
     with pytest.raises(UnknownTaskError) as caught:
         load_split(env, split, family=family)
     assert message in str(caught.value)
+
+
+def test_read_tasks_round_trips_a_jsonl_file_and_names_a_bad_line(tmp_path):
+    from tasks import TaskError, read_tasks
+
+    tasks = load_split("WebShop", "dev")[:3]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(task.to_json() + "\n" for task in tasks) + "\n")
+    assert read_tasks(path) == tasks
+    path.write_text(tasks[0].to_json() + "\n{\"id\": 1}\n")
+    with pytest.raises(TaskError, match=r"tasks.jsonl:2: expected a task"):
+        read_tasks(path)
