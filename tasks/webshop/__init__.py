@@ -9,6 +9,9 @@
 * :func:`load_catalogue` (:mod:`tasks.webshop.bundled`): a bundled catalogue by name, or one from a JSONL file.
 * :func:`generate_catalogue` (:mod:`tasks.webshop.catalogue`): a seeded catalogue with near-duplicate
   distractors; :func:`generate_goals` (:mod:`tasks.webshop.goals`): checked goals as WebShop tasks.
+* :func:`load_original_products` and :func:`load_original_goals` (:mod:`tasks.webshop.original`): WebShop's
+  own data files (``items_shuffle*.json``, ``items_ins_v2*.json``, ``items_human_ins.json``) for users who
+  have them; ``python -m tasks.webshop.original`` converts them for the shop server and the env.
 
 All three records round-trip through ``to_dict``/``from_dict``; :mod:`rewards.webshop` scores a purchase
 against a goal.
@@ -39,6 +42,7 @@ from tasks.webshop.goals import (
     generate_goals,
     product_meets_goal,
 )
+from tasks.webshop.original import load_original_goals, load_original_products
 from tasks.webshop.records import (
     CATEGORY_SEPARATOR,
     Goal,
@@ -72,6 +76,8 @@ __all__ = [
     "generate_catalogue",
     "generate_goals",
     "load_catalogue",
+    "load_original_goals",
+    "load_original_products",
     "parse_catalogue",
     "parse_category",
     "product_meets_goal",
