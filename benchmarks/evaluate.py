@@ -5,10 +5,12 @@ Each model is played on the bundled split of every suite, through the same envir
     ==========  =============================================================================================
     --model     what plays
     ==========  =============================================================================================
-    oracle      the scripted oracle of the suite (Search: tools-only, shown the question alone; Python: replays
-                the task's reference solution). Deterministic: one episode per task, pass@k = pass@1.
-    random      random well-formed tool calls, then a random word as the answer (the floor to beat); seeded
-                per episode, so ``--samples`` episodes per task give a real pass@k.
+    oracle      the scripted oracle of the suite (Search and WebShop: tools-only, shown the question or the
+                instruction alone; Python: replays the task's reference solution). Deterministic: one episode
+                per task, pass@k = pass@1.
+    random      random well-formed tool calls, then a random word as the answer (WebShop: WebShop's random
+                baseline, a search then random clicks); the floor to beat; seeded per episode, so
+                ``--samples`` episodes per task give a real pass@k.
     tiny        the tiny default model (built locally), through the rollout engine.
     <path|id>   a local checkpoint folder or a hub id, through the rollout engine.
     <report>    a ``report.json`` of an earlier run: its results join this report, and its environment
@@ -20,7 +22,12 @@ Chen et al. 2021 from them) and, when sampling, one greedy episode per task as w
 that an infrastructure fault ended are left out of every rate and counted on their own. Per suite and model
 the report gives: pass@1, pass@k, greedy pass@1, mean reward and the mean of each reward component (an
 unanswered episode scores 0 on each), pass@1 and mean reward by difficulty, tool calls per episode and the
-agent's failure rate per tool, the turn distribution and the stop reasons.
+agent's failure rate per tool, the turn distribution and the stop reasons. An episode is solved when its
+``outcome`` is 1 (:attr:`agentgym_envs.runner.Episode.success`): on WebShop that is a purchase scored 1.0
+(``outcome/success``), so pass@1 is WebShop's success rate and the mean reward its score (x100 in its papers).
+
+A suite whose envs reach a service (WebShop's shop server) gets one instance of it for the whole run, shared by
+every env of the suite (:data:`SUITE_SERVICES`), and stopped at the end.
 
 Env match: every report carries a fingerprint of each environment (id, turn limit, tool schemas, action and
 observation limits, sandbox limits, reward terms with weights, caps and functions, data manifest hash and
@@ -36,6 +43,7 @@ generation batch.
 
 Example:
     python -m benchmarks.evaluate --model oracle --model random --suite search,python --split test
+    python -m benchmarks.evaluate --model oracle --model random --suite webshop --split test
     python -m benchmarks.evaluate --model runs/grpo --suite search --samples 8 --temperature 1.0 --k 1 4 8 \\
         --training-config trainers/configs/ppo_tiny_cpu.yaml
     python -m benchmarks.evaluate --compare runs/eval/a/report.json runs/eval/b/report.json --suite search
@@ -53,7 +61,7 @@ import statistics
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,18 +75,21 @@ from rich.table import Table
 from agentgym_envs import describe  # importing the package registers the agentrl/... ids
 from agentgym_envs.policies import Policy, PythonOraclePolicy, RandomPolicy, ScriptedAgent, SearchOraclePolicy
 from agentgym_envs.policies.base import prompt_only
+from agentgym_envs.policies.webshop_oracle import WebShopOraclePolicy, WebShopRandomPolicy
 from agentgym_envs.registration import sandbox_kwargs
 from agentgym_envs.runner import EnvPool, Episode, EpisodeRequest, EpisodeRunner, group_requests, scored
+from agentgym_envs.webshop import ShopServer
 from tasks import Task
 
-SUITES = {"search": "agentrl/Search-v0", "python": "agentrl/PythonSandbox-v0"}
+SUITES = {"search": "agentrl/Search-v0", "python": "agentrl/PythonSandbox-v0", "webshop": "agentrl/WebShop-v0"}
 """Suite name to the registry id of its environment."""
 BASELINES = ("oracle", "random")
 
 FINGERPRINT_VERSION = 2
 """2: the fingerprint of an env is its card (:class:`agentgym_envs.EnvCard`)."""
-NOT_COMPARED = frozenset({"split", "split_sha256", "tasks", "tasks_sha256"})
-"""Fingerprint keys that differ between a training and an evaluation split by design."""
+NOT_COMPARED = frozenset({"split", "split_sha256", "tasks", "tasks_sha256", "server"})
+"""Fingerprint keys that differ between training and evaluation by design: the split, and where a service runs
+(WebShop's ``settings.server``: a server of its own, a shared one or a URL)."""
 
 ROLLOUT_LIMITS = ("max_turns", "max_tokens_per_turn", "max_context_tokens")
 ABSENT = "(absent)"
@@ -202,20 +213,61 @@ class Baseline:
     deterministic: bool
 
 
+RANDOM = Baseline(lambda seed: RandomPolicy(seed=seed), sees_reference=False, deterministic=False)
+SCRIPTED: dict[tuple[str, str], Baseline] = {
+    ("oracle", "search"): Baseline(lambda seed: SearchOraclePolicy(), sees_reference=False, deterministic=True),
+    ("oracle", "python"): Baseline(lambda seed: PythonOraclePolicy(), sees_reference=True, deterministic=True),
+    ("oracle", "webshop"): Baseline(lambda seed: WebShopOraclePolicy(), sees_reference=False, deterministic=True),
+    ("random", "search"): RANDOM,
+    ("random", "python"): RANDOM,
+    ("random", "webshop"): Baseline(lambda seed: WebShopRandomPolicy(seed=seed), sees_reference=False,
+                                    deterministic=False),
+}
+"""The scripted policy of each (baseline, suite)."""
+
+
 def baseline(name: str, suite: str) -> Baseline:
     """The scripted policy ``name`` (``oracle`` or ``random``) for ``suite``."""
-    if name == "random":
-        return Baseline(lambda seed: RandomPolicy(seed=seed), sees_reference=False, deterministic=False)
-    if suite == "search":
-        return Baseline(lambda seed: SearchOraclePolicy(), sees_reference=False, deterministic=True)
-    return Baseline(lambda seed: PythonOraclePolicy(), sees_reference=True, deterministic=True)
+    return SCRIPTED[(name, suite)]
 
 
-def make_env(suite: str, config: EvalConfig) -> gym.Env:
-    """The evaluation env of ``suite``: the bundled split, the prompt style, and the sandbox for PythonSandbox."""
+SuiteKwargs = Mapping[str, Mapping[str, Any]]
+"""Per suite, the env kwargs that reach its shared service (none for a suite without one)."""
+
+
+@contextmanager
+def shop_server(config: EvalConfig) -> Iterator[dict[str, Any]]:
+    """One shop server, of the catalogue the split's tasks were written for, for every WebShop env of the run.
+
+    Yields:
+        ``{"server": url}``: the envs connect to the server and leave it running; it stops when the block ends.
+        (The URL, not the :class:`ShopServer`: ``env.spec`` deep-copies the kwargs, which a server cannot be.)
+    """
+    env = gym.make(SUITES["webshop"], split=config.split)  # reads the tasks' catalogue; starts no server
+    catalogue = env.unwrapped.catalogue
+    env.close()
+    with ShopServer(catalogue) as server:
+        yield {"server": server.url}
+
+
+SUITE_SERVICES: dict[str, Callable[[EvalConfig], AbstractContextManager[dict[str, Any]]]] = {"webshop": shop_server}
+"""Suites whose envs share one service for the whole run: it yields the env kwargs that reach it."""
+
+
+@contextmanager
+def shared_services(config: EvalConfig) -> Iterator[SuiteKwargs]:
+    """Start the shared service of every suite of ``config`` that has one; stop them all when the block ends."""
+    with ExitStack() as stack:
+        yield {suite: stack.enter_context(SUITE_SERVICES[suite](config))
+               for suite in config.suites if suite in SUITE_SERVICES}
+
+
+def make_env(suite: str, config: EvalConfig, shared: SuiteKwargs | None = None) -> gym.Env:
+    """The evaluation env of ``suite``: the bundled split, the prompt style, the sandbox for PythonSandbox, and
+    the suite's shared service (``shared``, from :func:`shared_services`; None: the env starts what it needs)."""
     env_id = SUITES[suite]
     return gym.make(env_id, split=config.split, prompt_style=config.prompt_style,
-                    **sandbox_kwargs(env_id, config.sandbox))
+                    **sandbox_kwargs(env_id, config.sandbox), **(shared or {}).get(suite, {}))
 
 
 def suite_tasks(env: gym.Env, config: EvalConfig) -> list[Task]:
@@ -244,15 +296,17 @@ class ModelPlayer:
     Args:
         spec: ``tiny``, a checkpoint folder or a hub id.
         config: The evaluation settings.
+        shared: The suites' shared services (:func:`shared_services`).
     """
 
-    def __init__(self, spec: str, config: EvalConfig) -> None:
+    def __init__(self, spec: str, config: EvalConfig, shared: SuiteKwargs) -> None:
         import torch
 
         from trainers.generation import TransformersGenerator
         from trainers.tiny_model import load_model
 
         self.config = config
+        self.shared = shared
         device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model, self.tokenizer = load_model(spec)
         self.model.to(device)
@@ -272,7 +326,7 @@ class ModelPlayer:
                                 max_context_tokens=self.max_context_tokens,
                                 min_turn_tokens=min(8, self.config.max_tokens_per_turn), temperature=temperature,
                                 tool_workers=self.config.batch_size)
-        pool = EnvPool(lambda env_id: make_env(suite, self.config))
+        pool = EnvPool(lambda env_id: make_env(suite, self.config, self.shared))
         engine = RolloutEngine(self.generator, self.tokenizer, pool, rollout)
         episodes: list[Episode] = []
         try:
@@ -441,11 +495,13 @@ def env_fingerprint(env: gym.Env) -> dict[str, Any]:
     return card
 
 
-def run_fingerprint(config: EvalConfig, rollout: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The fingerprint of this evaluation: every suite's env, and the rollout limits a model was played under."""
+def run_fingerprint(config: EvalConfig, rollout: Mapping[str, Any] | None,
+                    shared: SuiteKwargs | None = None) -> dict[str, Any]:
+    """The fingerprint of this evaluation: every suite's env (with its shared service, as evaluated), and the
+    rollout limits a model was played under."""
     envs = {}
     for suite in config.suites:
-        env = make_env(suite, config)
+        env = make_env(suite, config, shared)
         try:
             envs[SUITES[suite]] = env_fingerprint(env)
         finally:
@@ -577,11 +633,11 @@ Evaluated = list[tuple[SuiteResult, list[dict[str, Any]]]]
 """Per suite: the model's result and its episode rows."""
 
 
-def evaluate_scripted(name: str, label: str, config: EvalConfig, progress: Progress) -> Evaluated:
+def evaluate_scripted(name: str, label: str, config: EvalConfig, progress: Progress, shared: SuiteKwargs) -> Evaluated:
     """Play the scripted baseline ``name`` on every suite."""
     results = []
     for suite in config.suites:
-        env = make_env(suite, config)
+        env = make_env(suite, config, shared)
         try:
             tasks = suite_tasks(env, config)
             kind = baseline(name, suite)
@@ -599,12 +655,12 @@ def evaluate_scripted(name: str, label: str, config: EvalConfig, progress: Progr
     return results
 
 
-def evaluate_model(spec: str, label: str, config: EvalConfig, progress: Progress) -> Evaluated:
+def evaluate_model(spec: str, label: str, config: EvalConfig, progress: Progress, shared: SuiteKwargs) -> Evaluated:
     """Play a model on every suite: sampled episodes, and greedy ones too when sampling at a temperature."""
-    player = ModelPlayer(spec, config)
+    player = ModelPlayer(spec, config, shared)
     results = []
     for suite in config.suites:
-        env = make_env(suite, config)
+        env = make_env(suite, config, shared)
         tasks, turn_limit = suite_tasks(env, config), env.spec.max_episode_steps
         env.close()
         pairs = [(SUITES[suite], task) for task in tasks]
@@ -652,7 +708,8 @@ def unique_labels(specs: Sequence[str]) -> list[str]:
 def run_evaluation(config: EvalConfig, console: Console) -> Report:
     """Evaluate every model of ``config`` on every suite and check the envs against the references.
 
-    The fingerprint's rollout limits are those the first model played here ran under (effective values: the
+    The suites' shared services (:data:`SUITE_SERVICES`) run from the first episode to the fingerprint. The
+    fingerprint's rollout limits are those the first model played here ran under (effective values: the
     context budget is cut to the model's position limit); None when only scripted policies played.
 
     Returns:
@@ -663,20 +720,20 @@ def run_evaluation(config: EvalConfig, console: Console) -> Report:
     results: list[SuiteResult] = []
     episodes: list[dict[str, Any]] = []
     rollout: dict[str, Any] | None = None
-    with progress_bar(console) as progress:
+    with shared_services(config) as shared, progress_bar(console) as progress:
         for spec, label in zip(config.models, unique_labels(config.models), strict=True):
             if is_report_file(spec):
                 loaded, references[spec] = load_run(Path(spec), label, config)
                 results += loaded
                 continue
             if spec in BASELINES:
-                played = evaluate_scripted(spec, label, config, progress)
+                played = evaluate_scripted(spec, label, config, progress, shared)
             else:
-                played = evaluate_model(spec, label, config, progress)
+                played = evaluate_model(spec, label, config, progress, shared)
                 rollout = rollout or played[0][0].settings
             results += [result for result, _ in played]
             episodes += [row for _, rows in played for row in rows]
-    fingerprint = run_fingerprint(config, rollout)
+        fingerprint = run_fingerprint(config, rollout, shared)
     checks = [env_match(fingerprint, reference, source) for source, reference in references.items()]
     return Report(config=asdict(config), results=results, fingerprint=fingerprint, env_match=checks,
                   episodes=episodes)

@@ -5,7 +5,10 @@ episodes back to back for ``--duration`` seconds; then every worker finishes its
 its env. Setting up the N sandboxes (with bounded parallelism) is timed apart from the measured window.
 On PythonSandbox-v0 each episode makes ``--calls-per-episode`` small ``python`` calls
 (``sum(range(1000))``), then runs the task's reference solution and answers (the reference oracle);
-Search-v0 episodes are played by the search oracle.
+Search-v0 episodes are played by the search oracle, WebShop-v0 episodes by the tools-only shopping
+oracle (a search, item and Features pages, the options, Buy Now). WebShop-v0, like Search-v0, runs no
+agent code: its tools are HTTP requests to one shop server, started for the level and shared by the N
+envs (the shared service of :data:`PROFILES`), then stopped once they closed.
 
 One row per level:
 
@@ -17,13 +20,16 @@ One row per level:
     calls/s          tool calls completed inside the window, per second of window
     p50/p95/p99 ms   latency of those tool calls (``info["tool_calls"][i]["latency_s"]``)
     agent err        tool calls that failed by the agent's doing, plus wrong answers
-    infra err        tool calls or answers flagged ``infra_error``, plus resets that raised SandboxError
-    leaks            labelled containers, child processes and open fds left after every env closed
+    infra err        tool calls or answers flagged ``infra_error``, plus resets that raised an
+                     infrastructure error (SandboxError, ShopUnavailableError)
+    leaks            labelled containers, child processes and open fds left after every env closed,
+                     and sessions left on the shared shop server (its ``/api/health``)
     ===============  ===============================================================================
 
-Faults (``--faults kill,timeout,stall,daemon-restart``) are injected once each per level, spread
-over the window. A worker fault hits a worker in the middle of an episode, just before one of its
-load calls:
+Faults (``--faults kill,timeout,stall,daemon-restart`` on PythonSandbox-v0, ``shop-stall,shop-restart``
+on WebShop-v0) are injected once each per level, spread over the window. A worker fault hits a worker in
+the middle of an episode, just before one of its load calls; a service fault (the daemon, the shop
+server) hits every worker at once:
 
     ===============  ==========================================================  =====================
     fault            what is done                                                expected report
@@ -33,17 +39,25 @@ load calls:
     stall            ``docker pause`` of the container (a freeze of the bwrap     ``infra_error``
                      sandbox's cgroup) past the call's hard timeout, then undone
     daemon-restart   dockerd stopped and started again as the project starts it   ``infra_error``
+    shop-stall       SIGSTOP of the shop server past the envs' HTTP timeout       ``infra_error``
+                     (:data:`SHOP_TIMEOUT_S`), then SIGCONT
+    shop-restart     SIGKILL of the shop server, started again on the same port   ``infra_error``
+                     (its sessions, so the episodes in flight, are lost)
     ===============  ==========================================================  =====================
 
 A runaway cell is the agent's doing and must be scored as such (an ``infra_error`` is never scored,
 so reporting it as one would let a policy escape a penalty); the other faults are the
-infrastructure's. Every fault must also be recovered from: the worker (every worker, after a daemon
-restart) later finishes a correct episode. Episodes are recorded as they end, so a fault never loses
-a finished one.
+infrastructure's. A service fault must not be scored as the agent's either: an episode it overlapped
+that ends as a wrong answer (or at the turn limit) reports the fault as an ``agent error`` (the
+oracles solve every task when nothing fails). Every fault must also be recovered from: the worker
+(every worker, after a service fault) later finishes a correct episode. Episodes are recorded as they
+end, so a fault never loses a finished one.
 
 Example:
     python -m benchmarks.stress --env agentrl/PythonSandbox-v0 --concurrency 1,8,64,256 --duration 30
     python -m benchmarks.stress --concurrency 4 --duration 20 --faults kill,timeout,stall --timeout-s 2
+    python -m benchmarks.stress --env agentrl/WebShop-v0 --concurrency 1,8,64 --duration 60 \\
+        --faults shop-stall,shop-restart
 """
 
 from __future__ import annotations
@@ -54,6 +68,7 @@ import gc
 import json
 import os
 import platform
+import signal
 import sys
 import threading
 import time
@@ -62,6 +77,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import docker.errors
 import gymnasium as gym
@@ -74,15 +90,18 @@ import agentgym_envs  # noqa: F401 (registers the agentrl ids)
 from agentgym_envs.errors import SandboxError
 from agentgym_envs.policies import Policy, PythonOraclePolicy, ScriptedAgent, SearchOraclePolicy, tool_call_action
 from agentgym_envs.policies.base import prompt_only
+from agentgym_envs.policies.webshop_oracle import WebShopOraclePolicy
 from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits
 from agentgym_envs.sandbox import system as sandbox_system
 from agentgym_envs.sandbox.kernel_client import HARD_TIMEOUT_GRACE_S
+from agentgym_envs.webshop import ShopClient, ShopServer, ShopUnavailableError
 from rewards.math import close_verifier_workers
-from tasks import Task
+from tasks import InfrastructureError, Task
 
 PYTHON_ENV = "agentrl/PythonSandbox-v0"
 SEARCH_ENV = "agentrl/Search-v0"
+WEBSHOP_ENV = "agentrl/WebShop-v0"
 LOAD_ACTION = tool_call_action("python", code="sum(range(1000))")
 """The small tool call a load episode repeats."""
 
@@ -90,14 +109,23 @@ SPIN_ACTION = tool_call_action("python", code="while True:\n    pass")
 """The runaway cell of the ``timeout`` fault."""
 
 WORKER_FAULTS = ("kill", "timeout", "stall")
-FAULTS = (*WORKER_FAULTS, "daemon-restart")
+SERVICE_FAULTS = ("daemon-restart", "shop-stall", "shop-restart")
+"""Faults of a service every worker uses: injected once for all of them, by the injector itself."""
+FAULTS = (*WORKER_FAULTS, *SERVICE_FAULTS)
 EXPECTED_REPORT = {"kill": "infra_error", "timeout": "agent error", "stall": "infra_error",
-                   "daemon-restart": "infra_error"}
+                   "daemon-restart": "infra_error", "shop-stall": "infra_error", "shop-restart": "infra_error"}
 """How the environment must report each fault."""
+ENV_FAULTS = {PYTHON_ENV: ("kill", "timeout", "stall", "daemon-restart"), SEARCH_ENV: (),
+              WEBSHOP_ENV: ("shop-stall", "shop-restart")}
+"""The faults that each env has something to inject into (Search-v0 has no sandbox and no server process)."""
 
 DOCKER_ONLY_FAULTS = frozenset({"kill", "daemon-restart"})
 RESET_RETRY_S = 0.5
-"""Pause before a worker retries after a reset that raised SandboxError (the daemon may be down)."""
+"""Pause before a worker retries after a reset that raised an infrastructure error (the daemon may be down)."""
+
+SHOP_TIMEOUT_S = 10.0
+"""The read timeout of WebShop-v0's page requests and of :class:`ShopClient` (their default): a stalled shop
+server is an infrastructure error once it has passed."""
 
 
 # ------------------------------------------------------------------------------------------ config
@@ -108,7 +136,7 @@ class StressConfig:
     """One stress run.
 
     Attributes:
-        env_id: Registered id to stress (PythonSandbox-v0 or Search-v0).
+        env_id: Registered id to stress (PythonSandbox-v0, Search-v0 or WebShop-v0).
         concurrency: Concurrency levels, run one after the other.
         duration_s: Length of each level's measured window.
         backend: Sandbox backend of PythonSandbox-v0 (``docker`` or ``bwrap``).
@@ -132,8 +160,8 @@ class StressConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.env_id not in (PYTHON_ENV, SEARCH_ENV):
-            raise ValueError(f"env_id: expected {PYTHON_ENV} or {SEARCH_ENV}, got {self.env_id!r}")
+        if self.env_id not in ENV_FAULTS:
+            raise ValueError(f"env_id: expected one of {sorted(ENV_FAULTS)}, got {self.env_id!r}")
         if not self.concurrency or min(self.concurrency) < 1:
             raise ValueError(f"concurrency: expected levels >= 1, got {self.concurrency}")
         if self.duration_s <= 0 or self.setup_parallelism < 1 or self.calls_per_episode < 1:
@@ -142,8 +170,9 @@ class StressConfig:
         unknown = set(self.faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"faults: expected a subset of {FAULTS}, got {sorted(unknown)}")
-        if self.faults and self.env_id != PYTHON_ENV:
-            raise ValueError(f"faults: only {PYTHON_ENV} has a sandbox to inject faults into, got {self.env_id}")
+        foreign = sorted(set(self.faults) - set(ENV_FAULTS[self.env_id]))
+        if foreign:
+            raise ValueError(f"faults: {self.env_id} takes faults among {ENV_FAULTS[self.env_id]}, got {foreign}")
         if self.backend != "docker" and DOCKER_ONLY_FAULTS & set(self.faults):
             raise ValueError(f"faults {sorted(DOCKER_ONLY_FAULTS & set(self.faults))} need backend='docker', "
                              f"got {self.backend!r}")
@@ -206,17 +235,19 @@ class FaultRecord:
 
     Attributes:
         kind: One of :data:`FAULTS`.
-        worker: The worker hit (None for a daemon restart, which hits every worker).
+        worker: The worker hit (None for a service fault, which hits every worker).
         scheduled_s: When the injector fired it (seconds since the window opened).
         injected_s: When it took effect (None when the window closed first).
         expected: How the env must report it (:data:`EXPECTED_REPORT`).
         reported: How the env reported it: ``infra_error``, ``agent error``, ``no error`` or ``not injected``.
         observation: The start of what the env said.
-        over_s: When the fault was over: the end of the episode it hit, or the daemon answering again.
-        recovered_s: When the worker (the last worker, after a daemon restart) next finished a correct
+        over_s: When the fault was over: the end of the episode it hit, or the service answering again.
+        recovered_s: When the worker (the last worker, after a service fault) next finished a correct
             episode; None when it never did.
         infra_episodes: Episodes that ended with ``infra_error`` after the fault and started before it
             was over.
+        wrong_episodes: Episodes that a service fault overlapped and that ended scored as the agent's
+            failure (a wrong answer, the turn limit): the env blamed the agent for the infrastructure.
         detail: Anything else (daemon downtime, the container paused or the cgroup frozen by a stall).
     """
 
@@ -230,6 +261,7 @@ class FaultRecord:
     over_s: float | None = None
     recovered_s: float | None = None
     infra_episodes: int = 0
+    wrong_episodes: int = 0
     detail: str = ""
 
     @property
@@ -247,17 +279,20 @@ class Leaks:
         processes: ``"pid name"`` of child processes left.
         fds: Open descriptors of this process, after minus before.
         rss_mb: Resident memory of this process, after minus before (reported, not a leak by itself).
+        sessions: Sessions left on the level's shop server once every env closed (WebShop-v0); None when the
+            server did not answer (counted as a leak: nothing shows that the sessions are gone).
     """
 
     containers: list[str] = field(default_factory=list)
     processes: list[str] = field(default_factory=list)
     fds: int = 0
     rss_mb: float = 0.0
+    sessions: int | None = 0
 
     @property
     def any(self) -> bool:
-        """True when a container, a process or a descriptor leaked."""
-        return bool(self.containers or self.processes or self.fds > 0)
+        """True when a container, a process, a descriptor or a shop session leaked."""
+        return bool(self.containers or self.processes or self.fds > 0 or self.sessions != 0)
 
 
 @dataclass
@@ -377,13 +412,77 @@ class LoadPolicy:
         return self._oracle.act(observation, info)
 
 
+class ShopService:
+    """The shop server that every WebShop-v0 env of a level shares: started before the envs, stopped after.
+
+    Its port is kept from the first start, so that a restarted server answers at the URL the envs hold.
+
+    Args:
+        config: The run's configuration (the split's tasks name the catalogue to serve).
+    """
+
+    def __init__(self, config: StressConfig) -> None:
+        env = gym.make(WEBSHOP_ENV, split=config.split)  # reads the tasks' catalogue; starts no server
+        self.server = ShopServer(env.unwrapped.catalogue)
+        env.close()
+        self.url = self.server.start()
+        self.server.port = urlsplit(self.url).port or 0
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """What an env needs to use this server (its URL)."""
+        return {"server": self.url}
+
+    def sessions(self) -> int:
+        """Live sessions on the server (``GET /api/health``)."""
+        with ShopClient(self.url) as client:
+            return int(client.health()["sessions"])
+
+    def stall(self, seconds: float) -> str:
+        """SIGSTOP the server for ``seconds``, then SIGCONT it (blocks meanwhile)."""
+        pid = self._pid()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        return f"stopped the shop server (pid {pid}) for {seconds:g} s"
+
+    def restart(self, wait_s: float = 10.0) -> str:
+        """SIGKILL the server and start it again on the same port (its sessions are lost).
+
+        Raises:
+            RuntimeError: The killed process was still there after ``wait_s``.
+        """
+        pid, killed = self._pid(), time.perf_counter()
+        os.kill(pid, signal.SIGKILL)
+        while self.server.alive():  # start() would take a dying server for a running one
+            if time.perf_counter() - killed > wait_s:
+                raise RuntimeError(f"shop-restart: expected pid {pid} gone after SIGKILL, got it alive {wait_s} s on")
+            time.sleep(0.01)
+        self.server.start()
+        return (f"killed the shop server (pid {pid}); pid {self.server.pid} answered at the same URL after "
+                f"{time.perf_counter() - killed:.1f} s")
+
+    def close(self) -> None:
+        """Stop the server (idempotent)."""
+        self.server.stop()
+
+    def _pid(self) -> int:
+        pid = self.server.pid
+        if pid is None:
+            raise RuntimeError("shop fault: expected a running shop server, got none")
+        return pid
+
+
 @dataclass(frozen=True)
 class EnvProfile:
-    """How to stress one env id: its constructor arguments, its policy and what the policy may see."""
+    """How to stress one env id: its constructor arguments, its policy, what the policy may see, and the
+    service its envs share (started once per level; its ``env_kwargs()`` join every env's arguments)."""
 
     make_kwargs: Callable[[StressConfig], dict[str, Any]]
     make_policy: Callable[[StressConfig], Policy]
     shown_task: Callable[[Task], Task]
+    service: Callable[[StressConfig], ShopService] | None = None
 
 
 PROFILES: dict[str, EnvProfile] = {
@@ -395,6 +494,11 @@ PROFILES: dict[str, EnvProfile] = {
         make_kwargs=lambda c: {"split": c.split},
         make_policy=lambda c: SearchOraclePolicy(),
         shown_task=prompt_only),
+    WEBSHOP_ENV: EnvProfile(
+        make_kwargs=lambda c: {"split": c.split},
+        make_policy=lambda c: WebShopOraclePolicy(),
+        shown_task=prompt_only,
+        service=ShopService),
 }
 
 
@@ -486,13 +590,16 @@ class Worker:
         index: Position among the level's workers.
         config: The run's configuration.
         clock: Seconds since the level's window opened.
+        service_kwargs: The env arguments that reach the level's shared service (none without one).
     """
 
-    def __init__(self, index: int, config: StressConfig, clock: WindowClock) -> None:
+    def __init__(self, index: int, config: StressConfig, clock: WindowClock,
+                 service_kwargs: Mapping[str, Any]) -> None:
         self.index = index
         self.profile = PROFILES[config.env_id]
         self.config = config
         self.clock = clock
+        self.service_kwargs = dict(service_kwargs)
         self.policy = self.profile.make_policy(config)
         self.rng = np.random.default_rng([config.seed, index])
         self.env: gym.Env | None = None
@@ -504,10 +611,10 @@ class Worker:
     def start(self) -> None:
         """Make the env and start its sandbox (a first reset), outside the window."""
         try:
-            self.env = gym.make(self.config.env_id, **self.profile.make_kwargs(self.config))
+            self.env = gym.make(self.config.env_id, **self.profile.make_kwargs(self.config), **self.service_kwargs)
             self.runner = EpisodeRunner(EnvPool(lambda _: self.env), workers=1)
             self.env.reset(seed=self.config.seed + self.index)
-        except SandboxError as exc:
+        except InfrastructureError as exc:  # no sandbox (SandboxError), no shop (ShopUnavailableError)
             self.setup_error = f"worker {self.index}: {exc}"
 
     def aim(self, fault: FaultRecord) -> bool:
@@ -685,6 +792,19 @@ def with_descendants(pids: set[int]) -> set[int]:
     return found
 
 
+def close_service(shop: ShopService | None) -> int | None:
+    """Stop the level's shared shop server, once every env closed; return the sessions it still held then (None
+    when it did not answer)."""
+    if shop is None:
+        return 0
+    try:
+        return shop.sessions()
+    except ShopUnavailableError:
+        return None
+    finally:
+        shop.close()
+
+
 def start_workers(workers: Sequence[Worker], parallelism: int) -> None:
     """Start every worker's sandbox, ``parallelism`` at a time."""
     with ThreadPoolExecutor(max_workers=parallelism) as pool:
@@ -705,12 +825,20 @@ def schedule_faults(config: StressConfig) -> list[FaultRecord]:
 
 
 class Injector(threading.Thread):
-    """Fires the scheduled faults: aims worker faults at a random idle worker, restarts the daemon itself."""
+    """Fires the scheduled faults: aims worker faults at a random idle worker, injects service faults itself.
+
+    Args:
+        faults: The level's scheduled faults.
+        workers: The level's workers.
+        clock: Seconds since the window opened.
+        seed: Seed of the choice of workers.
+        shop: The level's shared shop server (WebShop-v0), for the shop faults.
+    """
 
     def __init__(self, faults: Sequence[FaultRecord], workers: Sequence[Worker], clock: Callable[[], float],
-                 seed: int) -> None:
+                 seed: int, shop: ShopService | None = None) -> None:
         super().__init__(name="stress-injector", daemon=True)
-        self.faults, self.workers, self.clock = faults, workers, clock
+        self.faults, self.workers, self.clock, self.shop = faults, workers, clock, shop
         self.rng = np.random.default_rng(seed)
         self.stop = threading.Event()
         self.spared_pids: set[int] = set()
@@ -723,20 +851,29 @@ class Injector(threading.Thread):
                 return
             try:
                 self._fire(fault)
-            except (RuntimeError, OSError, psutil.Error, SandboxError) as exc:
+            except (RuntimeError, OSError, psutil.Error, SandboxError, ShopUnavailableError) as exc:
                 fault.detail, self.error = f"could not inject: {exc}", f"{fault.kind}: {exc}"
 
     def _fire(self, fault: FaultRecord) -> None:
-        if fault.kind == "daemon-restart":
+        if fault.kind in SERVICE_FAULTS:  # every worker at once: done here, over when the service answers again
             fault.injected_s = self.clock()
-            fault.detail, new_pid = restart_docker_daemon()
+            fault.detail = self._service_fault(fault.kind)
             fault.over_s = self.clock()
-            self.spared_pids.add(new_pid)
             return
         for index in self.rng.permutation(len(self.workers)):
             if self.workers[index].aim(fault):
                 fault.worker = int(index)
                 return
+
+    def _service_fault(self, kind: str) -> str:
+        """Inject a service fault (blocking until the service is back); returns what was done."""
+        if kind == "daemon-restart":
+            detail, new_pid = restart_docker_daemon()
+            self.spared_pids.add(new_pid)
+            return detail
+        if self.shop is None:
+            raise RuntimeError(f"{kind}: expected a shared shop server, got none (env is not {WEBSHOP_ENV})")
+        return self.shop.stall(SHOP_TIMEOUT_S + STALL_MARGIN_S) if kind == "shop-stall" else self.shop.restart()
 
 
 def judge_faults(faults: Sequence[FaultRecord], episodes: Sequence[EpisodeRecord]) -> int:
@@ -749,20 +886,31 @@ def judge_faults(faults: Sequence[FaultRecord], episodes: Sequence[EpisodeRecord
                      key=lambda e: e.ended_s)
         if fault.worker is not None and hit:
             fault.over_s = hit[0].ended_s  # a worker fault is over when the episode it hit ends
-        struck = [e for e in hit if e.infra_error and fault.over_s is not None and e.started_s <= fault.over_s]
+        overlapped = [e for e in hit if fault.over_s is not None and e.started_s <= fault.over_s]
+        struck = [e for e in overlapped if e.infra_error]
         explained.update(id(e) for e in struck)
         fault.infra_episodes = len(struck)
-        if fault.kind == "daemon-restart":
-            fault.reported = "infra_error" if struck else "no error"
-            fault.observation = next((" ".join(e.detail.split())[:160] for e in struck), "")
+        if fault.kind in SERVICE_FAULTS:
+            judge_service_fault(fault, overlapped)
         fault.recovered_s = recovery_time(fault, hit)
     return sum(e.infra_errors for e in episodes if e.infra_errors and id(e) not in explained)
 
 
-def recovery_time(fault: FaultRecord, hit: Sequence[EpisodeRecord]) -> float | None:
-    """When the worker hit (every worker that played on, after a daemon restart) next finished a correct episode.
+def judge_service_fault(fault: FaultRecord, overlapped: Sequence[EpisodeRecord]) -> None:
+    """How the env reported a service fault, from the episodes it overlapped: ``agent error`` when one of them
+    was scored as the agent's failure (the oracles fail no task otherwise), else ``infra_error`` when one ended
+    with it, else ``no error``."""
+    struck = [e for e in overlapped if e.infra_error]
+    wrong = [e for e in overlapped if not e.infra_error and not e.correct]
+    fault.wrong_episodes = len(wrong)
+    fault.reported = "agent error" if wrong else "infra_error" if struck else "no error"
+    fault.observation = next((" ".join(e.detail.split())[:160] for e in [*wrong, *struck]), "")
 
-    After a daemon restart the episode must also have started after the daemon answered again.
+
+def recovery_time(fault: FaultRecord, hit: Sequence[EpisodeRecord]) -> float | None:
+    """When the worker hit (every worker that played on, after a service fault) next finished a correct episode.
+
+    After a service fault the episode must also have started after the service answered again.
     """
     firsts: dict[int, float] = {}
     for episode in hit:
@@ -817,23 +965,27 @@ def run_level(config: StressConfig, concurrency: int) -> LevelReport:
     close_verifier_workers()  # process-wide, started on demand: each level's leak check starts and ends without them
     before = Snapshot.take(docker_used)
     clock = WindowClock()
-    workers = [Worker(i, config, clock) for i in range(concurrency)]
     started = time.perf_counter()
+    service = PROFILES[config.env_id].service
+    shop = service(config) if service is not None else None
+    workers = [Worker(i, config, clock, shop.env_kwargs() if shop else {}) for i in range(concurrency)]
     start_workers(workers, config.setup_parallelism)
     setup_s = time.perf_counter() - started
     ledger, faults = Ledger(), schedule_faults(config)
-    injector = Injector(faults, workers, clock, config.seed)
+    injector = Injector(faults, workers, clock, config.seed, shop)
     with watching_memory() as floor:
         clock.open()
         crashes = play_window(workers, config, clock, ledger, injector)
         window_end = clock()
     started = time.perf_counter()
     close_workers(workers)
+    sessions = close_service(shop)
     teardown_s = time.perf_counter() - started
     setup_errors = [w.setup_error for w in workers if w.setup_error]
     del workers
     close_verifier_workers()
     leaks = compare(before, Snapshot.take(docker_used), with_descendants(injector.spared_pids))
+    leaks.sessions = sessions
     if docker_used and leaks.containers:
         sweep_own_containers()
     if injector.error:
@@ -907,14 +1059,15 @@ def leak_text(leaks: Leaks) -> str:
     """``none``, or what leaked."""
     if not leaks.any:
         return "none"
-    return f"{len(leaks.containers)} ctr, {len(leaks.processes)} proc, {leaks.fds:+d} fd"
+    sessions = "?" if leaks.sessions is None else str(leaks.sessions)
+    return f"{len(leaks.containers)} ctr, {len(leaks.processes)} proc, {leaks.fds:+d} fd, {sessions} sess"
 
 
 def fault_table(report: Report) -> Table:
     """One row per injected fault of every level."""
     table = Table(title="Injected faults")
     for column in ("N", "fault", "worker", "at s", "expected", "reported", "recovered at s", "infra eps",
-                   "ok", "what the env said / detail"):
+                   "wrong eps", "ok", "what the env said / detail"):
         table.add_column(column, justify="left" if column.startswith(("what", "fault", "expected", "rep")) else "right")
     for level in report.levels:
         for fault in level.faults:
@@ -922,7 +1075,7 @@ def fault_table(report: Report) -> Table:
             recovered = "never" if fault.recovered_s is None else f"{fault.recovered_s:.1f}"
             worker = "all" if fault.worker is None else str(fault.worker)
             table.add_row(str(level.concurrency), fault.kind, worker, at, fault.expected, fault.reported, recovered,
-                          str(fault.infra_episodes), "yes" if fault.passed else "NO",
+                          str(fault.infra_episodes), str(fault.wrong_episodes), "yes" if fault.passed else "NO",
                           f"{fault.observation[:90]} [{fault.detail}]")
     return table
 

