@@ -412,7 +412,7 @@ class LoadPolicy:
         return self._oracle.act(observation, info)
 
 
-class ShopService:
+class SharedShop:
     """The shop server that every WebShop-v0 env of a level shares: started before the envs, stopped after.
 
     Its port is kept from the first start, so that a restarted server answers at the URL the envs hold.
@@ -482,7 +482,7 @@ class EnvProfile:
     make_kwargs: Callable[[StressConfig], dict[str, Any]]
     make_policy: Callable[[StressConfig], Policy]
     shown_task: Callable[[Task], Task]
-    service: Callable[[StressConfig], ShopService] | None = None
+    service: Callable[[StressConfig], SharedShop] | None = None
 
 
 PROFILES: dict[str, EnvProfile] = {
@@ -498,7 +498,7 @@ PROFILES: dict[str, EnvProfile] = {
         make_kwargs=lambda c: {"split": c.split},
         make_policy=lambda c: WebShopOraclePolicy(),
         shown_task=prompt_only,
-        service=ShopService),
+        service=SharedShop),
 }
 
 
@@ -792,7 +792,7 @@ def with_descendants(pids: set[int]) -> set[int]:
     return found
 
 
-def close_service(shop: ShopService | None) -> int | None:
+def close_service(shop: SharedShop | None) -> int | None:
     """Stop the level's shared shop server, once every env closed; return the sessions it still held then (None
     when it did not answer)."""
     if shop is None:
@@ -836,7 +836,7 @@ class Injector(threading.Thread):
     """
 
     def __init__(self, faults: Sequence[FaultRecord], workers: Sequence[Worker], clock: Callable[[], float],
-                 seed: int, shop: ShopService | None = None) -> None:
+                 seed: int, shop: SharedShop | None = None) -> None:
         super().__init__(name="stress-injector", daemon=True)
         self.faults, self.workers, self.clock, self.shop = faults, workers, clock, shop
         self.rng = np.random.default_rng(seed)
