@@ -84,6 +84,9 @@ NET_ERROR = "net::ERR_"
 GRACE_S = 5.0
 """How much longer than two Playwright timeouts a caller waits for the event loop before giving up on it."""
 
+LAUNCH_TIMEOUT_S = 60.0
+"""How long Chromium may take to start (seconds on a loaded small machine); page timeouts do not apply to it."""
+
 
 def find_chromium(executable: str | None = None) -> str:
     """The path of the Chromium executable to launch.
@@ -152,7 +155,7 @@ class BrowserPool:
     @property
     def version(self) -> str:
         """The browser's version, e.g. ``"156.0.8078.79"`` (launches the browser if it is not running)."""
-        return self.submit(self._browser_version)
+        return self._result(self._schedule(self._browser_version), self._launch_wait_s)
 
     @property
     def open_contexts(self) -> int:
@@ -169,7 +172,7 @@ class BrowserPool:
             BrowserUnavailableError: The browser could not be launched, or did not open a context.
             RuntimeError: The pool is closed.
         """
-        context, page = self.submit(self._new_page)
+        context, page = self._result(self._schedule(self._new_page), self._launch_wait_s)
         return BrowserDriver(self, context, page)
 
     def close(self) -> None:
@@ -182,7 +185,7 @@ class BrowserPool:
         if loop is None or thread is None:
             return
         try:
-            self._result(asyncio.run_coroutine_threadsafe(self._shutdown(), loop))
+            self._result(asyncio.run_coroutine_threadsafe(self._shutdown(), loop), self._call_timeout_s)
         finally:
             loop.call_soon_threadsafe(loop.stop)
             thread.join()
@@ -196,7 +199,10 @@ class BrowserPool:
             BrowserUnavailableError: A Playwright error, or no answer within the call timeout.
             RuntimeError: The pool is closed.
         """
-        return self._result(asyncio.run_coroutine_threadsafe(operation(*args), self._running_loop()))
+        return self._result(self._schedule(operation, *args), self._call_timeout_s)
+
+    def _schedule(self, operation: Callable[..., Awaitable[T]], *args: object) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(operation(*args), self._running_loop())
 
     def __enter__(self) -> BrowserPool:
         return self
@@ -209,12 +215,17 @@ class BrowserPool:
     def _call_timeout_s(self) -> float:
         return 2 * self._timeout_s + GRACE_S
 
-    def _result(self, future: concurrent.futures.Future[T]) -> T:
+    @property
+    def _launch_wait_s(self) -> float:
+        """How long a call that may launch the browser first waits."""
+        return LAUNCH_TIMEOUT_S + self._call_timeout_s
+
+    def _result(self, future: concurrent.futures.Future[T], wait_s: float) -> T:
         try:
-            return future.result(self._call_timeout_s)
+            return future.result(wait_s)
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
-            raise BrowserUnavailableError(f"expected the browser to answer within {self._call_timeout_s:g}s, "
+            raise BrowserUnavailableError(f"expected the browser to answer within {wait_s:g}s, "
                                           f"got no answer") from exc
         except PlaywrightTimeoutError as exc:
             raise BrowserUnavailableError(f"expected the browser to finish within {self._timeout_s:g}s, "
@@ -248,7 +259,7 @@ class BrowserPool:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
         return await self._playwright.chromium.launch(executable_path=self._executable, headless=self._headless,
-                                                      args=self._launch_args, timeout=self._timeout_s * 1000)
+                                                      args=self._launch_args, timeout=LAUNCH_TIMEOUT_S * 1000)
 
     async def _new_page(self) -> tuple[BrowserContext, Page]:
         browser = await self._connected_browser()
