@@ -39,6 +39,15 @@ SANDBOX_UID = 65534
 """The user id code sees inside the namespace (``nobody``, as in the Docker image)."""
 
 
+def python_prefixes(python: str) -> set[str]:
+    """The installation folders ``python`` needs: the prefix its (resolved) executable lives in, and for the running
+    interpreter also ``sys.prefix`` and ``sys.base_prefix`` (a virtual environment and the installation it is made
+    from), e.g. ``{"/usr/local"}``."""
+    prefixes = {sys.base_prefix, sys.prefix} if python == sys.executable else set()
+    prefixes.add(str(Path(python).resolve().parent.parent))
+    return prefixes
+
+
 def bwrap_available() -> bool:
     """True when ``bwrap`` exists and can create the namespaces this backend needs."""
     binary = shutil.which("bwrap")
@@ -98,10 +107,8 @@ class BwrapSandbox(KernelSandbox):
         ``/tmp`` or ``/work`` for the agent's code to find (and walk). A virtual environment still finds its
         base installation: that is bound at its own path, where its ``pyvenv.cfg`` says it is.
         """
-        prefixes = {sys.base_prefix, sys.prefix} if self._python == sys.executable else set()
-        prefixes.add(str(Path(self._python).resolve().parent.parent))
         sources = [(path, path) for path in SYSTEM_DIRS if os.path.lexists(path)]
-        for index, prefix in enumerate(sorted(prefixes)):
+        for index, prefix in enumerate(sorted(python_prefixes(self._python))):
             if any(prefix == s or prefix.startswith(s + "/") for s, _ in sources):
                 continue
             private = any(prefix == d or prefix.startswith(d + "/") for d in SANDBOX_OWN_DIRS)

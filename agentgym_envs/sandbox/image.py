@@ -1,10 +1,14 @@
-"""Build the sandbox base image from Debian packages, with no image registry.
+"""Build the sandbox base image (and images like it) from Debian packages, with no image registry.
 
-The recipe: ``debootstrap --variant=minbase --include=<BASE_IMAGE_PACKAGES>`` into a temporary
+The recipe: ``debootstrap --variant=minbase --include=<packages>`` into a temporary
 directory, from the Debian mirror this machine's apt already uses; then strip apt caches, docs and
 locales; then stream ``tar -c`` of the tree into ``docker import``. The tag is a hash of the recipe,
 so a changed package list or build step gives a new tag and the old image is never reused by
 mistake. Code in the image runs as ``nobody`` (uid 65534) in ``/work``.
+
+:func:`build_base_image` builds ``agentrl/base`` from :data:`BASE_IMAGE_PACKAGES`; :func:`build_image` builds
+another repository from another package list with the same steps (WebShop's server image adds ``chromium``:
+:mod:`agentgym_envs.webshop.container`).
 
 Where a registry is reachable, the ``Dockerfile`` next to this module builds an equivalent image:
 ``docker build -t agentrl/base:dockerfile agentgym_envs/sandbox`` (then pass that tag as ``image``).
@@ -115,7 +119,18 @@ def base_image_tag(packages: Sequence[str] = BASE_IMAGE_PACKAGES, suite: str = D
         packages: The Debian packages installed.
         suite: The Debian suite.
     """
-    return f"{IMAGE_REPOSITORY}:{recipe_hash(packages, suite)}"
+    return image_tag(IMAGE_REPOSITORY, packages, suite)
+
+
+def image_tag(repository: str, packages: Sequence[str], suite: str = DEFAULT_SUITE) -> str:
+    """Return the full tag of an image built by :func:`build_image`, ``<repository>:<recipe hash>``.
+
+    Args:
+        repository: The image's repository name, e.g. ``"agentrl/webshop"``.
+        packages: The Debian packages installed.
+        suite: The Debian suite.
+    """
+    return f"{repository}:{recipe_hash(packages, suite)}"
 
 
 def image_exists(client: docker.DockerClient, tag: str) -> bool:
@@ -245,12 +260,41 @@ def build_base_image(*, tag: str | None = None, force: bool = False, suite: str 
     Raises:
         ImageBuildError: A build step failed; the message names it and shows its output.
     """
+    return build_image(packages, repository=IMAGE_REPOSITORY, tag=tag, force=force, suite=suite, client=client,
+                       log=log)
+
+
+def build_image(packages: Sequence[str], *, repository: str, tag: str | None = None, force: bool = False,
+                suite: str = DEFAULT_SUITE, client: docker.DockerClient | None = None,
+                log: Callable[[str], object] = print) -> str:
+    """Build an image of ``packages`` by the base image's recipe, or return it when it exists.
+
+    Args:
+        packages: Debian packages to include (the smoke test imports numpy, pandas, sympy and pytest, so
+            :data:`BASE_IMAGE_PACKAGES` belong in every list).
+        repository: The image's repository name; the tag is :func:`image_tag` of it when ``tag`` is None.
+        tag: Image tag.
+        force: Build even when the tag exists (the old image loses the tag).
+        suite: Debian suite to bootstrap.
+        client: Docker client; ``docker.from_env()`` when None.
+        log: Called with one line per build step.
+
+    Returns:
+        The tag of the image.
+
+    Raises:
+        ImageBuildError: Not root, or a build step failed; the message names it and shows its output.
+
+    Example:
+        >>> build_image((*BASE_IMAGE_PACKAGES, "chromium"), repository="agentrl/webshop")  # doctest: +SKIP
+        'agentrl/webshop:0123456789ab'
+    """
     import docker
 
-    tag = tag or base_image_tag(packages, suite)
+    tag = tag or image_tag(repository, packages, suite)
     client = client or docker.from_env(timeout=600)
     if not force and image_exists(client, tag):
-        log(f"base image {tag} exists (cached); use force=True / --force to rebuild")
+        log(f"image {tag} exists (cached); use force=True / --force to rebuild")
         return tag
     if not is_root():
         raise ImageBuildError("debootstrap needs root: run `sudo agentrl-sandbox build-image`, or build "

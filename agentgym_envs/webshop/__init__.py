@@ -3,20 +3,23 @@
 * :mod:`~agentgym_envs.webshop.server`: the shop (aiohttp; search, results, item and sub-pages, buy),
   one session per episode; ``python -m agentgym_envs.webshop.server`` runs it on loopback.
 * :class:`ShopServer` / :class:`ShopClient` (:mod:`~agentgym_envs.webshop.service`): start a server
-  process, and talk to its JSON API (sessions, the purchase, products).
-* :class:`HttpDriver` and :class:`~agentgym_envs.webshop.browser.BrowserDriver`: move an episode
-  through the pages over HTTP or in Chromium (:class:`~agentgym_envs.webshop.browser.BrowserPool`,
-  imported on use: Playwright is the ``web`` extra).
+  process, and talk to its JSON API (sessions, the purchase, products); :class:`ShopService` is what
+  an env needs of a running shop (:class:`ShopAddress`: one someone else runs).
+* :class:`~agentgym_envs.webshop.container.ShopContainer`: the server and its own Chromium in a Docker
+  container with no network, reached over a Unix socket (imported on use).
+* :class:`HttpDriver`, :class:`~agentgym_envs.webshop.browser.BrowserDriver` and :class:`RemoteBrowserDriver`:
+  move an episode through the pages over HTTP, in Chromium (:class:`~agentgym_envs.webshop.browser.BrowserPool`,
+  imported on use: Playwright is the ``web`` extra), or in the shop's own Chromium.
 * :func:`parse_page` (:mod:`~agentgym_envs.webshop.pages`): a page as WebShop's ``text`` /
   ``text_rich`` observation and the elements it offers to click.
 * :class:`WebShopEnv`: the environment.
 """
 
-from agentgym_envs.webshop.drivers import HttpDriver, PageDriver
+from agentgym_envs.webshop.drivers import HttpDriver, PageDriver, RemoteBrowserDriver
 from agentgym_envs.webshop.env import WebShopEnv, available_actions, default_reward
 from agentgym_envs.webshop.errors import ShopUnavailableError
 from agentgym_envs.webshop.pages import Clickable, Form, Page, parse_page
-from agentgym_envs.webshop.service import ShopClient, ShopServer
+from agentgym_envs.webshop.service import ShopAddress, ShopClient, ShopServer, ShopService
 
 __all__ = [
     "Clickable",
@@ -24,8 +27,11 @@ __all__ = [
     "HttpDriver",
     "Page",
     "PageDriver",
+    "RemoteBrowserDriver",
+    "ShopAddress",
     "ShopClient",
     "ShopServer",
+    "ShopService",
     "ShopUnavailableError",
     "WebShopEnv",
     "available_actions",

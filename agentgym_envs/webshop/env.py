@@ -13,6 +13,11 @@ Two modes drive the same server:
 * ``mode="browser"``: a real Chromium (Playwright) clicks the pages, one browser context per
   episode; ``observation="aria"`` then shows the accessibility tree instead of WebShop's text.
 
+The shop is a :class:`~agentgym_envs.webshop.service.ShopService`: a server this env starts, one shared by
+many envs (:class:`~agentgym_envs.webshop.service.ShopServer`, or a URL), or one in a container with no
+network (:class:`~agentgym_envs.webshop.container.ShopContainer`), reached over a Unix socket, whose browser
+runs in the container too (:class:`~agentgym_envs.webshop.drivers.RemoteBrowserDriver`).
+
 Both render WebShop's ``text`` / ``text_rich`` observations from the page's HTML, so the same actions
 give the same observations and rewards in both modes.
 """
@@ -30,10 +35,10 @@ import httpx
 from agentgym_envs.core import RewardSpec, TextEnv
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.tools import Tool, ToolResult
-from agentgym_envs.webshop.drivers import HttpDriver, PageDriver
+from agentgym_envs.webshop.drivers import HttpDriver, PageDriver, RemoteBrowserDriver
 from agentgym_envs.webshop.errors import ShopUnavailableError
 from agentgym_envs.webshop.pages import Page, parse_page
-from agentgym_envs.webshop.service import ShopClient, ShopServer
+from agentgym_envs.webshop.service import ShopAddress, ShopClient, ShopServer, ShopService
 from rewards import CompositeReward, RewardFn, Term, make_tool_shaping_reward, webshop_reward
 from tasks import Task, Trajectory
 from tasks.webshop.bundled import DEFAULT_CATALOGUE, available_catalogues
@@ -89,17 +94,20 @@ class WebShopEnv(TextEnv):
             ``"text"`` (segments joined by ``[SEP]``) or ``"aria"`` (the accessibility tree; browser mode only).
         server: None to start a shop server for this env (stopped by ``close``); the URL of one already
             running (``"http://127.0.0.1:3000"``, from ``python -m agentgym_envs.webshop.server``); or a
-            started :class:`~agentgym_envs.webshop.service.ShopServer` shared by many envs (not stopped here).
+            started :class:`~agentgym_envs.webshop.service.ShopService` shared by many envs (not stopped here):
+            a :class:`~agentgym_envs.webshop.service.ShopServer`, or a
+            :class:`~agentgym_envs.webshop.container.ShopContainer`, whose own browser serves browser mode.
         catalogue: The catalogue the server this env starts loads: a bundled name or a JSONL file of products
             (e.g. from ``python -m tasks.webshop.original``, for WebShop's own data). Default: the bundled one the
             tasks name (``metadata["catalogue"]``), else ``"generated-v1"``.
         browser: In browser mode, a :class:`~agentgym_envs.webshop.browser.BrowserPool` shared by many envs
-            (not closed here); None starts one for this env.
+            (not closed here); None starts one for this env, unless the shop brings its own browser.
         split, families, tasks, reward, max_action_chars, max_tool_calls_per_turn, max_observation_chars,
             render_mode, prompt_style: See :class:`~agentgym_envs.core.TextEnv` (one family: ``"shop"``).
 
     Raises:
-        EnvConfigError: An unknown mode or observation, ``"aria"`` in text mode, a browser in text mode, or
+        EnvConfigError: An unknown mode or observation, ``"aria"`` in text mode, a browser in text mode, browser
+            mode on a shop no browser can visit, a ``BrowserPool`` for a shop that brings its own browser, or
             tasks written for another bundled catalogue than ``catalogue``, or tasks of a catalogue that is not
             bundled with neither ``catalogue`` nor ``server``.
 
@@ -117,14 +125,16 @@ class WebShopEnv(TextEnv):
 
     def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
                  tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None, mode: str = "text",
-                 observation: str = "text_rich", server: ShopServer | str | None = None,
+                 observation: str = "text_rich", server: ShopService | str | None = None,
                  catalogue: str | None = None, browser: BrowserPool | None = None,
                  max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
                  max_observation_chars: int = 32_768, render_mode: str | None = None,
                  prompt_style: str = "full") -> None:
-        _check_mode(mode, observation, browser)
-        if server is not None and not isinstance(server, str | ShopServer):
-            raise EnvConfigError(f"server: expected None, a URL or a ShopServer, got {type(server).__name__}")
+        if server is not None and not isinstance(server, str | ShopService):
+            raise EnvConfigError(f"server: expected None, a URL, a ShopServer or a ShopContainer, got "
+                                 f"{type(server).__name__}")
+        service = ShopAddress(server) if isinstance(server, str) else server
+        _check_mode(mode, observation, browser, service)
         super().__init__(split=split, families=families, tasks=tasks, reward=reward,
                          max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
                          max_observation_chars=max_observation_chars, render_mode=render_mode,
@@ -132,6 +142,7 @@ class WebShopEnv(TextEnv):
         self.mode, self.observation = mode, observation
         self.catalogue, self._served_catalogue = _task_catalogue(self.tasks, catalogue, server)
         self._server_spec = server
+        self._service = service
         self._server: ShopServer | None = None
         self._shop: ShopClient | None = None
         self._http: httpx.Client | None = None
@@ -183,13 +194,11 @@ class WebShopEnv(TextEnv):
     def _connect(self) -> ShopClient:
         """The shop's API client, starting this env's own server on first use."""
         if self._shop is None:
-            spec = self._server_spec
-            if spec is None:
-                self._server = ShopServer(self.catalogue)
-                url = self._server.start()
-            else:
-                url = spec if isinstance(spec, str) else spec.url
-            self._shop = ShopClient(url)
+            if self._service is None:
+                server = ShopServer(self.catalogue)
+                server.start()
+                self._server = self._service = server
+            self._shop = ShopClient(self._service.url, transport=self._service.transport())
             self._check_catalogue(self._shop)
         return self._shop
 
@@ -201,15 +210,24 @@ class WebShopEnv(TextEnv):
                                  f"catalogue {served!r}; start it with --catalogue {self._served_catalogue}")
 
     def _new_driver(self) -> PageDriver:
+        """A driver for the next episode: HTTP in text mode, else a context of the shop's or this env's browser."""
+        service = self._service
+        assert service is not None, "_connect() comes first"
         if self.mode == "text":
-            if self._http is None:
-                self._http = httpx.Client(timeout=10.0)
-            return HttpDriver(self._http)
+            return HttpDriver(self._http_client(service))
+        if service.browser_location == "shop":
+            return RemoteBrowserDriver(self._http_client(service), service.url)
         if self._browser is None:
             from agentgym_envs.webshop.browser import BrowserPool
 
             self._browser = BrowserPool()
         return self._browser.new_driver()
+
+    def _http_client(self, service: ShopService) -> httpx.Client:
+        """The env's HTTP client of the shop's pages (and of its browser's API), made on first use."""
+        if self._http is None:
+            self._http = httpx.Client(timeout=10.0, transport=service.transport())
+        return self._http
 
     # -- episodes -------------------------------------------------------------------------------
     def _begin_episode(self, task: Task) -> None:
@@ -300,6 +318,7 @@ class WebShopEnv(TextEnv):
                 browser.close()
             if server is not None:
                 server.stop()
+                self._service = None
             super().close()
 
 
@@ -315,7 +334,7 @@ def available_actions(page: Page) -> str:
     return "\n".join(lines)
 
 
-def _check_mode(mode: str, observation: str, browser: BrowserPool | None) -> None:
+def _check_mode(mode: str, observation: str, browser: BrowserPool | None, service: ShopService | None) -> None:
     if mode not in MODES:
         raise EnvConfigError(f"mode: expected one of {MODES}, got {mode!r}")
     if observation not in OBSERVATIONS:
@@ -324,6 +343,13 @@ def _check_mode(mode: str, observation: str, browser: BrowserPool | None) -> Non
         raise EnvConfigError("observation: 'aria' (the accessibility tree) needs mode='browser', got mode='text'")
     if browser is not None and mode != "browser":
         raise EnvConfigError("browser: a BrowserPool is used only with mode='browser', got mode='text'")
+    location = "host" if service is None else service.browser_location
+    if mode == "browser" and location is None:
+        raise EnvConfigError(f"mode: 'browser' needs a shop a browser can visit, got a {type(service).__name__} "
+                             "without one (a ShopContainer needs browser=True)")
+    if browser is not None and location == "shop":
+        raise EnvConfigError(f"browser: expected None for a {type(service).__name__} that brings its own "
+                             "browser (no browser outside it can reach its pages), got a BrowserPool")
 
 
 def _task_catalogue(tasks: Sequence[Task], catalogue: str | None, server: object) -> tuple[str, str | None]:

@@ -23,11 +23,15 @@ unknown session, product, option value or section, a page out of range, a second
 error page with a 4xx status, or ``{"error": ...}`` under ``/api/``. The server never sees a goal:
 only the instruction text; the env scores the purchase.
 
-The server binds to loopback unless ``--allow-remote`` is given: it has no authentication.
+The server binds to loopback unless ``--allow-remote`` is given: it has no authentication. ``--unix PATH``
+serves the same routes on a Unix socket as well (how a shop in a container with no network is reached:
+:class:`~agentgym_envs.webshop.container.ShopContainer`). ``--browser`` gives the shop a Chromium of its own
+that opens its pages on the loopback port, driven through ``/api/browsers`` (:mod:`~agentgym_envs.webshop.browser_api`).
 
 Example:
     python -m agentgym_envs.webshop.server --catalogue generated-v1 --port 0
     python -m agentgym_envs.webshop.server --catalogue products.jsonl --index-dir /data/shop-index --port 8100
+    python -m agentgym_envs.webshop.server --catalogue generated-v1 --port 0 --unix /run/shop/shop.sock --browser
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from multidict import MultiMapping
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.search.retriever import BM25Retriever
 from agentgym_envs.search.server import is_loopback
+from agentgym_envs.webshop.errors import BrowserUnavailableError
 from tasks.records import Document
 from tasks.webshop.records import Product, Purchase
 
@@ -298,6 +303,8 @@ class Shop:
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True,
                                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.search = lru_cache(maxsize=SEARCH_CACHE_SIZE)(self._rank)
+        self.origin: str | None = None
+        """``http://host:port`` the shop listens on, once it does (set by :func:`serve`)."""
 
     def _rank(self, query: str) -> tuple[str, ...]:
         """ASINs of the top :data:`MAX_RESULTS` BM25 hits for ``query``, best first."""
@@ -556,6 +563,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the BM25 index lives (built when absent); default under ~/.cache/agentrl/bm25")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (loopback only without --allow-remote)")
     parser.add_argument("--port", type=int, default=8100, help="port to bind; 0 picks a free one")
+    parser.add_argument("--unix", default=None, metavar="PATH",
+                        help="also serve on a Unix socket at PATH (for a shop in a container with no network)")
+    parser.add_argument("--browser", action="store_true",
+                        help="own a Chromium that opens the shop's pages, driven through /api/browsers")
+    parser.add_argument("--browser-timeout", type=float, default=30.0, metavar="S",
+                        help="the limit of every browser operation, in seconds (with --browser)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow binding a non-loopback address (the shop has no authentication)")
     parser.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS,
@@ -576,22 +589,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         products = resolve_catalogue(args.catalogue)
         app = make_app(products, catalogue_name=args.catalogue, index_dir=args.index_dir,
                        max_sessions=args.max_sessions)
+        if args.browser:
+            from agentgym_envs.webshop.browser_api import add_browser_api
+
+            add_browser_api(app, app[SHOP], timeout_s=args.browser_timeout)
     except EnvConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     parent = os.getppid() if args.exit_with_parent else None
     try:
-        asyncio.run(serve(app, args.host, args.port, parent=parent))
+        asyncio.run(serve(app, args.host, args.port, parent=parent, unix=args.unix))
     except OSError as exc:  # the port is taken, the address is not ours
-        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        where = f"{args.host}:{args.port}" + (f" and {args.unix}" if args.unix else "")
+        print(f"error: cannot listen on {where}: {exc}", file=sys.stderr)
+        return 1
+    except BrowserUnavailableError as exc:  # --browser: Chromium did not launch
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
-async def serve(app: web.Application, host: str, port: int, *, parent: int | None = None) -> None:
+async def serve(app: web.Application, host: str, port: int, *, parent: int | None = None,
+                unix: str | None = None) -> None:
     """Serve ``app`` until SIGTERM or SIGINT (or until process ``parent`` is no longer this one's parent).
 
-    Prints ``listening on http://host:port (N products)`` to stdout, flushed, once the socket accepts.
+    Prints ``listening on http://host:port (N products)`` to stdout, flushed, once the socket accepts (with
+    ``unix``: ``listening on http://host:port and PATH (N products)``, once both do).
     """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -604,7 +627,11 @@ async def serve(app: web.Application, host: str, port: int, *, parent: int | Non
         await site.start()
         bound_host, bound_port = runner.addresses[0][:2]
         bound_host = f"[{bound_host}]" if ":" in bound_host else bound_host
-        print(f"listening on http://{bound_host}:{bound_port} ({len(app[SHOP].products)} products)", flush=True)
+        app[SHOP].origin = f"http://{bound_host}:{bound_port}"
+        if unix is not None:
+            await web.UnixSite(runner, unix).start()
+        where = app[SHOP].origin + (f" and {unix}" if unix is not None else "")
+        print(f"listening on {where} ({len(app[SHOP].products)} products)", flush=True)
         watcher = asyncio.create_task(_watch_parent(parent, stop)) if parent is not None else None
         await stop.wait()
         if watcher is not None:

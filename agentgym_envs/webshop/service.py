@@ -1,5 +1,10 @@
 """The shop server as a process (:class:`ShopServer`) and a client of its JSON API (:class:`ShopClient`).
 
+A :class:`ShopService` is what an env needs of a running shop: its URL, how an HTTP client reaches it, and
+where a browser can visit its pages. :class:`ShopServer` is one, on a loopback port; :class:`ShopAddress`
+names a shop someone else runs; :class:`~agentgym_envs.webshop.container.ShopContainer` runs one in a
+container, reached over a Unix socket, with its own browser.
+
 :class:`ShopServer` runs ``python -m agentgym_envs.webshop.server`` in a child process, waits for its
 ``listening on`` line and stops it (SIGTERM, then SIGKILL after a grace period); the child also stops
 by itself when the process that started it dies. :class:`ShopClient` speaks the server's ``/api/``
@@ -17,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import abc
 import collections
 import os
 import queue
@@ -27,7 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Literal
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -43,11 +49,53 @@ READY_PREFIX = "listening on "
 STDERR_TAIL_LINES = 40
 """Lines of the server's stderr kept, to explain a server that failed to start."""
 
-_SOURCE_ROOT = Path(__file__).resolve().parents[2]
-"""The folder holding ``agentgym_envs``, put on the child's ``PYTHONPATH`` so it imports this very copy."""
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+"""The folder holding ``agentgym_envs``, put on the server's ``PYTHONPATH`` so it imports this very copy."""
+
+BrowserLocation = Literal["host", "shop"]
+"""Where a browser that shows a shop's pages runs: in this process (``"host"``: a
+:class:`~agentgym_envs.webshop.browser.BrowserPool`) or in the shop's own process (``"shop"``: through
+:class:`~agentgym_envs.webshop.drivers.RemoteBrowserDriver`)."""
 
 
-class ShopServer:
+class ShopService(abc.ABC):
+    """A running shop, as an env uses it: its URL, how a client reaches it, where a browser can visit it.
+
+    The defaults describe a shop on a TCP port that this process can reach and open in its own browser.
+    """
+
+    @property
+    @abc.abstractmethod
+    def url(self) -> str:
+        """The shop's base URL, e.g. ``http://127.0.0.1:8100``."""
+
+    @property
+    def browser_location(self) -> BrowserLocation | None:
+        """Where a browser can show the shop's pages; None when nowhere (text mode only)."""
+        return "host"
+
+    def transport(self) -> httpx.BaseTransport | None:
+        """A new transport for one ``httpx.Client`` to reach :attr:`url` over; None for plain TCP."""
+        return None
+
+
+class ShopAddress(ShopService):
+    """A shop someone else runs (``python -m agentgym_envs.webshop.server``), at ``url``.
+
+    Args:
+        url: Its base URL, e.g. ``"http://127.0.0.1:3000"``.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    @property
+    def url(self) -> str:
+        """The shop's base URL."""
+        return self._url
+
+
+class ShopServer(ShopService):
     """The WebShop server in a child process, on a loopback port.
 
     Args:
@@ -147,7 +195,7 @@ class ShopServer:
 
     def _spawn(self) -> tuple[subprocess.Popen[str], queue.Queue[str | None]]:
         """Start the process and its output readers; the queue gets its stdout lines, then None at EOF."""
-        python_path = os.pathsep.join(filter(None, [str(_SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
+        python_path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
         self._stderr.clear()
         process = self._process = subprocess.Popen(
             self._argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -227,6 +275,7 @@ class ShopClient:
 
     Args:
         url: Base URL of the shop, e.g. ``"http://127.0.0.1:8100"``.
+        transport: How to reach it (:meth:`ShopService.transport`, e.g. a Unix socket); None: TCP to ``url``.
         timeout_s: Connect and read timeout of each attempt.
         attempts: Attempts per request (the first included).
         backoff_s: First wait between attempts; doubles each time (at most 2 s).
@@ -241,7 +290,8 @@ class ShopClient:
         True
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0, attempts: int = 3, backoff_s: float = 0.05) -> None:
+    def __init__(self, url: str, *, transport: httpx.BaseTransport | None = None, timeout_s: float = 10.0,
+                 attempts: int = 3, backoff_s: float = 0.05) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise EnvConfigError(f"shop url: expected http://host:port, got {url!r}")
@@ -250,7 +300,7 @@ class ShopClient:
         self.url = url.rstrip("/")
         self.attempts = attempts
         self.backoff_s = backoff_s
-        self._client = httpx.Client(base_url=self.url, timeout=timeout_s, trust_env=False)
+        self._client = httpx.Client(base_url=self.url, timeout=timeout_s, trust_env=False, transport=transport)
 
     def health(self) -> dict[str, Any]:
         """``{"status": "ok", "products": n, "catalogue": name, "sessions": n}``."""
@@ -357,4 +407,4 @@ class ShopClient:
         return response
 
 
-__all__ = ["READY_PREFIX", "ShopClient", "ShopServer"]
+__all__ = ["READY_PREFIX", "SOURCE_ROOT", "BrowserLocation", "ShopAddress", "ShopClient", "ShopServer", "ShopService"]
