@@ -37,8 +37,8 @@ from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.tools import Tool, ToolResult
 from agentgym_envs.webshop.drivers import HttpDriver, PageDriver, RemoteBrowserDriver
 from agentgym_envs.webshop.errors import ShopUnavailableError
-from agentgym_envs.webshop.pages import Page, parse_page
-from agentgym_envs.webshop.service import ShopAddress, ShopClient, ShopServer, ShopService
+from agentgym_envs.webshop.pages import SESSION_GONE_PAGE, Page, parse_page
+from agentgym_envs.webshop.service import ShopAddress, ShopClient, ShopServer, ShopService, new_session_id
 from rewards import CompositeReward, RewardFn, Term, make_tool_shaping_reward, webshop_reward
 from tasks import Task, Trajectory
 from tasks.webshop.bundled import DEFAULT_CATALOGUE, available_catalogues
@@ -233,11 +233,12 @@ class WebShopEnv(TextEnv):
     def _begin_episode(self, task: Task) -> None:
         self._end_session()
         shop = self._connect()
-        self._session = shop.create_session(task.prompt)
+        self._session = new_session_id()  # kept before asking, so that a lost reply's session is still deleted
+        shop.create_session(task.prompt, self._session)
         if self._driver is None or self.mode == "browser":  # a fresh browser context per episode
             self._close_driver()
             self._driver = self._new_driver()
-        self._page = parse_page(self._driver.open(shop.start_url(self._session)))
+        self._page = self._arrive(self._driver.open(shop.start_url(self._session)))
 
     def _task_text(self, task: Task) -> str:
         return self._observe()
@@ -262,7 +263,7 @@ class WebShopEnv(TextEnv):
         if page.search_form is None:
             return ToolResult(f"search: this {page.kind} page has no search box; click 'Back to Search' first.\n\n"
                               f"{available_actions(page)}", ok=False)
-        self._page = parse_page(driver.search(query))
+        self._page = self._arrive(driver.search(query))
         return ToolResult(self._observe())
 
     def _click(self, element: str) -> ToolResult:
@@ -273,8 +274,20 @@ class WebShopEnv(TextEnv):
             hint = f" Did you mean {close[0]!r}?" if close else ""
             return ToolResult(f"click: no clickable element {element!r} on this page.{hint}\n\n"
                               f"{available_actions(page)}", ok=False)
-        self._page = parse_page(driver.click(clickable.index))
+        self._page = self._arrive(driver.click(clickable.index))
         return ToolResult(self._observe())
+
+    def _arrive(self, html: str) -> Page:
+        """The page reached; the shop's page for a session it no longer has is an infrastructure fault.
+
+        Raises:
+            ShopUnavailableError: The shop lost this episode's session (it restarted, or evicted the session).
+        """
+        page = parse_page(html)
+        if page.kind == SESSION_GONE_PAGE:
+            raise ShopUnavailableError(f"the shop lost this episode's session {self._session!r} (it restarted, or "
+                                       "evicted the session)")
+        return page
 
     def _require_page(self) -> tuple[Page, PageDriver]:
         assert self._page is not None and self._driver is not None, "reset() opens the first page"

@@ -5,7 +5,7 @@ parses the DOM Chromium serialises (``page.content()``), so the same page gives 
 in both. The server's pages follow a few conventions that this parser relies on:
 
 * ``<body data-page="...">`` names the kind of page (``search``, ``results``, ``item``, ``subpage``,
-  ``done``, ``error``);
+  ``done``, ``error``, and :data:`SESSION_GONE_PAGE` when the server no longer has the session);
 * the elements the agent can click carry the class ``clickable``: a link (its ``href`` is followed) or
   a submit button inside a ``<form>`` (the form's inputs are submitted); an option value is a
   clickable with ``data-group`` and ``aria-pressed="true"`` when it is the chosen one;
@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 
 SEPARATOR = " [SEP] "
+SESSION_GONE_PAGE = "session-gone"
+"""``data-page`` of the page a request of an unknown session gets: the server lost the episode's session (it
+restarted, or evicted it), which the agent cannot cause; the env reports it as an infrastructure error."""
 SEARCH_FIELD = "query"
 _INVISIBLE = frozenset({"head", "script", "style", "template", "title", "noscript"})
 _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
@@ -233,4 +236,4 @@ def _frozen(form: _OpenForm) -> Form:
     return Form(method=form.method, action=form.action, fields=tuple(form.fields), is_search=form.is_search)
 
 
-__all__ = ["SEARCH_FIELD", "SEPARATOR", "Clickable", "Form", "Page", "collapse", "parse_page"]
+__all__ = ["SEARCH_FIELD", "SEPARATOR", "SESSION_GONE_PAGE", "Clickable", "Form", "Page", "collapse", "parse_page"]

@@ -11,7 +11,8 @@ HTML pages (the agent's; ``sid`` is a session made by the API, options are ``o.<
 JSON API (the env's, tests' and operators'; never linked from a page):
 
     GET    /api/health           {"status": "ok", "products": n, "catalogue": name, "sessions": n}
-    POST   /api/sessions         {"instruction": str} -> 201 {"session": sid, "url": "/s/<sid>"}
+    POST   /api/sessions         {"instruction": str, "session": sid?} -> 201 {"session": sid, "url": "/s/<sid>"}
+                                 (a client-chosen sid makes the request safe to repeat: the same session)
     GET    /api/sessions/{sid}   {"session": sid, "instruction": str, "purchase": Purchase.to_dict() | null}
     DELETE /api/sessions/{sid}   204
     GET    /api/products/{asin}  Product.to_dict()
@@ -42,6 +43,7 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import signal
 import sys
@@ -61,6 +63,7 @@ from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.search.retriever import BM25Retriever
 from agentgym_envs.search.server import is_loopback
 from agentgym_envs.webshop.errors import BrowserUnavailableError
+from agentgym_envs.webshop.pages import SESSION_GONE_PAGE
 from tasks.records import Document
 from tasks.webshop.records import Product, Purchase
 
@@ -79,6 +82,9 @@ SECTIONS = ("description", "features", "reviews")
 
 DEFAULT_MAX_SESSIONS = 10_000
 """Live sessions kept; a new one past this evicts the least recently used."""
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
+"""A session id a client may choose (``secrets.token_urlsafe(16)`` is one)."""
 
 MAX_QUERY_CHARS = 500
 MAX_INSTRUCTION_CHARS = 10_000
@@ -124,12 +130,27 @@ class SessionStore:
         self.max_sessions = max_sessions
         self._sessions: OrderedDict[str, ShopSession] = OrderedDict()
 
-    def create(self, instruction: str) -> str:
-        """Start a session showing ``instruction``; returns its id (``secrets.token_urlsafe(12)``)."""
+    def create(self, instruction: str, sid: str | None = None) -> str:
+        """Start a session showing ``instruction``; returns its id.
+
+        Args:
+            instruction: The text at the top of every page.
+            sid: The id the client chose (so that a request sent twice makes one session), or None for
+                ``secrets.token_urlsafe(12)``. An id already live with the same instruction is the same session
+                again.
+
+        Raises:
+            RequestError: 409 for a live id with another instruction.
+        """
+        if sid is not None and sid in self._sessions:
+            if self._sessions[sid].instruction != instruction:
+                raise RequestError(409, f"expected a new session id, got {sid!r}, which is live with another "
+                                        "instruction")
+            return sid
         while len(self._sessions) >= self.max_sessions:
             evicted, _ = self._sessions.popitem(last=False)
             logger.info("evicted session %s (more than %d live sessions)", evicted, self.max_sessions)
-        sid = secrets.token_urlsafe(12)
+        sid = sid or secrets.token_urlsafe(12)
         self._sessions[sid] = ShopSession(instruction)
         return sid
 
@@ -152,12 +173,19 @@ class SessionStore:
 
 
 class RequestError(Exception):
-    """A request the shop cannot serve: an error page (or JSON error under ``/api/``) with a 4xx status."""
+    """A request the shop cannot serve: an error page (or JSON error under ``/api/``) with a 4xx status.
 
-    def __init__(self, status: int, message: str) -> None:
+    Args:
+        status: The HTTP status.
+        message: What the page (or the JSON error) says.
+        page_kind: The page's ``data-page``: ``"error"``, or :data:`SESSION_GONE_PAGE` for an unknown session.
+    """
+
+    def __init__(self, status: int, message: str, *, page_kind: str = "error") -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.page_kind = page_kind
 
 
 @dataclass(frozen=True)
@@ -324,8 +352,8 @@ class Shop:
         sid = request.match_info["sid"]
         session = self.sessions.get(sid)
         if session is None:
-            raise RequestError(404, f"expected the id of a live session, got {sid!r}; "
-                                    "sessions are made by POST /api/sessions")
+            raise RequestError(404, f"expected the id of a live session, got {sid!r}: this shopping session "
+                                    "ended, or the shop restarted", page_kind=SESSION_GONE_PAGE)
         return sid, session
 
     def product(self, asin: str) -> Product:
@@ -345,13 +373,13 @@ class Shop:
         html = self.templates.get_template(template).render(**context)
         return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
 
-    def error_page(self, request: web.Request, status: int, message: str) -> web.Response:
+    def error_page(self, request: web.Request, status: int, message: str, page_kind: str = "error") -> web.Response:
         """The error page (``Back to Search`` when the request names a live session), or JSON under ``/api/``."""
         if request.path.startswith("/api/"):
             return web.json_response({"error": message}, status=status)
         sid = request.match_info.get("sid")
         back = search_url(sid) if sid is not None and sid in self.sessions else None
-        return self.render("error.html", status=status, page_kind="error", instruction=None, message=message,
+        return self.render("error.html", status=status, page_kind=page_kind, instruction=None, message=message,
                            search_url=back)
 
     # -- HTML pages ----------------------------------------------------------------------------------
@@ -437,7 +465,11 @@ class Shop:
         if not isinstance(instruction, str) or len(instruction) > MAX_INSTRUCTION_CHARS:
             raise RequestError(400, f"expected {{\"instruction\": text of at most {MAX_INSTRUCTION_CHARS} "
                                     f"characters}}, got {json.dumps(payload)[:200]}")
-        sid = self.sessions.create(instruction)
+        chosen = payload.get("session")
+        if chosen is not None and not (isinstance(chosen, str) and SESSION_ID.fullmatch(chosen)):
+            raise RequestError(400, f"expected \"session\" to be 16 to 64 characters of A-Z, a-z, 0-9, - and _, "
+                                    f"got {json.dumps(chosen)[:100]}")
+        sid = self.sessions.create(instruction, chosen)
         return web.json_response({"session": sid, "url": search_url(sid)}, status=201)
 
     async def api_session(self, request: web.Request) -> web.Response:
@@ -468,12 +500,11 @@ async def error_pages(request: web.Request, handler: Any) -> web.StreamResponse:
     try:
         return await handler(request)
     except RequestError as exc:
-        status, message = exc.status, exc.message
+        return request.app[SHOP].error_page(request, exc.status, exc.message, exc.page_kind)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        status, message = exc.status, f"{exc.reason}: {request.method} {request.path}"
-    return request.app[SHOP].error_page(request, status, message)
+        return request.app[SHOP].error_page(request, exc.status, f"{exc.reason}: {request.method} {request.path}")
 
 
 def make_app(products: Sequence[Product], *, catalogue_name: str, index_dir: str | os.PathLike[str] | None = None,

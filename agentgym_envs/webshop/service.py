@@ -26,6 +26,7 @@ import abc
 import collections
 import os
 import queue
+import secrets
 import subprocess
 import sys
 import threading
@@ -270,6 +271,11 @@ class _TransientError(Exception):
     """A failure worth retrying: connection refused or dropped, timeout, 5xx."""
 
 
+def new_session_id() -> str:
+    """A fresh, unguessable session id, as a client chooses it (``secrets.token_urlsafe(16)``)."""
+    return secrets.token_urlsafe(16)
+
+
 class ShopClient:
     """A thread-safe client of the shop's JSON API (one keep-alive ``httpx.Client`` shared by all threads).
 
@@ -306,14 +312,19 @@ class ShopClient:
         """``{"status": "ok", "products": n, "catalogue": name, "sessions": n}``."""
         return self._json("GET", "/api/health")
 
-    def create_session(self, instruction: str) -> str:
-        """Start a session that shows ``instruction`` on every page; returns its id."""
+    def create_session(self, instruction: str, session_id: str | None = None) -> str:
+        """Start a session that shows ``instruction`` on every page; returns its id.
+
+        The id is chosen here (``session_id``, or :func:`new_session_id`) and sent with the request, so that a
+        retry of a request that did arrive finds the same session instead of making a second one, and so that a
+        caller who keeps the id can delete the session even when the reply was lost.
+        """
         if not isinstance(instruction, str):
             raise TypeError(f"instruction: expected a string, got {type(instruction).__name__}")
-        reply = self._json("POST", "/api/sessions", {"instruction": instruction}, expected=201)
-        sid = reply.get("session")
-        if not isinstance(sid, str) or not sid:
-            raise ShopUnavailableError(f"the shop at {self.url} sent no session id: {str(reply)[:200]}")
+        sid = session_id or new_session_id()
+        reply = self._json("POST", "/api/sessions", {"instruction": instruction, "session": sid}, expected=201)
+        if reply.get("session") != sid:
+            raise ShopUnavailableError(f"the shop at {self.url} answered session {sid!r} with: {str(reply)[:200]}")
         return sid
 
     def session(self, sid: str) -> dict[str, Any]:
@@ -407,4 +418,5 @@ class ShopClient:
         return response
 
 
-__all__ = ["READY_PREFIX", "SOURCE_ROOT", "BrowserLocation", "ShopAddress", "ShopClient", "ShopServer", "ShopService"]
+__all__ = ["READY_PREFIX", "SOURCE_ROOT", "BrowserLocation", "ShopAddress", "ShopClient", "ShopServer", "ShopService",
+           "new_session_id"]

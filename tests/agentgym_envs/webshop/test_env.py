@@ -178,6 +178,15 @@ def test_a_dead_server_is_an_infrastructure_error_not_a_wrong_answer():
         env.close()
 
 
+def test_a_session_the_shop_lost_is_an_infrastructure_error(env):
+    """A restarted (or evicting) server no longer knows the episode's session: not the agent's fault, not a page."""
+    env.reset(seed=0, options={"task": TEST[0].id})
+    env.shop.delete_session(env.session_id)
+    observation, reward, terminated, truncated, info = env.step(search("henley"))
+    assert (reward, terminated, truncated, info["infra_error"]) == (0.0, False, True, True)
+    assert "lost this episode's session" in observation
+
+
 def test_close_stops_the_server_the_env_started():
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     env = WebShopEnv(split="test")

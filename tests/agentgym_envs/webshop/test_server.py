@@ -32,6 +32,7 @@ from aiohttp import web
 
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.webshop.errors import ShopUnavailableError
+from agentgym_envs.webshop.pages import SESSION_GONE_PAGE
 from agentgym_envs.webshop.server import (
     MAX_RESULTS,
     RESULTS_PER_PAGE,
@@ -41,7 +42,7 @@ from agentgym_envs.webshop.server import (
     product_document,
     read_catalogue_jsonl,
 )
-from agentgym_envs.webshop.service import ShopClient, ShopServer
+from agentgym_envs.webshop.service import ShopClient, ShopServer, new_session_id
 from tasks.errors import InfrastructureError
 from tasks.webshop import Product, Purchase, generate_catalogue
 
@@ -405,7 +406,8 @@ def test_a_repeated_parameter_is_refused(http, sid):
 def test_an_unknown_session_is_404_without_back_to_search(http, client):
     for path in ("/s/nosuchsession", f"/s/nosuchsession/item/{BARE.asin}", "/s/nosuchsession/search?query=x"):
         reader = page(http, path, 404)
-        assert reader.kind == "error" and reader.links == [] and "got 'nosuchsession'" in reader.texts[0]
+        assert reader.kind == SESSION_GONE_PAGE and reader.links == [] and "got 'nosuchsession'" in reader.texts[0]
+        assert "/api/" not in reader.texts[0]  # the agent's page says nothing of the API
     assert http.post(f"/s/nosuchsession/buy/{BARE.asin}").status_code == 404
     with pytest.raises(ShopUnavailableError, match="HTTP 404"):
         client.session("nosuchsession")
@@ -610,3 +612,33 @@ def test_the_server_exits_on_sigint_and_when_its_starter_dies(catalogue_file, in
         process = psutil.Process(server.pid)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=10) == 0
+
+
+def test_a_session_request_sent_twice_makes_one_session(url, client):
+    """A retried POST whose first attempt arrived finds its session (the client chose the id), not a second one."""
+    before = client.health()["sessions"]
+    sid = new_session_id()
+    assert client.create_session("buy a mug", sid) == sid
+    assert client.create_session("buy a mug", sid) == sid  # the repeat
+    assert client.health()["sessions"] == before + 1
+    with httpx.Client(base_url=url) as raw:
+        clash = raw.post("/api/sessions", json={"instruction": "buy a lamp", "session": sid})
+        assert clash.status_code == 409 and "live with another instruction" in clash.json()["error"]
+        bad = raw.post("/api/sessions", json={"instruction": "x", "session": "../../etc"})
+        assert bad.status_code == 400 and "16 to 64 characters" in bad.json()["error"]
+    client.delete_session(sid)
+
+
+def test_a_timed_out_session_request_is_retried_with_the_same_id():
+    bodies = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        if len(bodies) == 1:
+            raise httpx.ReadTimeout("no answer", request=request)
+        return httpx.Response(201, json={"session": bodies[-1]["session"], "url": "/s/x"})
+
+    client = ShopClient("http://shop", transport=httpx.MockTransport(handler), attempts=3, backoff_s=0.0)
+    sid = client.create_session("buy a mug")
+    client.close()
+    assert len(bodies) == 2 and bodies[0] == bodies[1] == {"instruction": "buy a mug", "session": sid}
