@@ -40,7 +40,7 @@ server) hits every worker at once:
                      sandbox's cgroup) past the call's hard timeout, then undone
     daemon-restart   dockerd stopped and started again as the project starts it   ``infra_error``
     shop-stall       SIGSTOP of the shop server past the envs' HTTP timeout       ``infra_error``
-                     (:data:`SHOP_TIMEOUT_S`), then SIGCONT
+                     (:data:`agentgym_envs.webshop.env.SHOP_TIMEOUT_S`, the envs' default), then SIGCONT
     shop-restart     SIGKILL of the shop server, started again on the same port   ``infra_error``
                      (its sessions, so the episodes in flight, are lost)
     ===============  ==========================================================  =====================
@@ -96,6 +96,7 @@ from agentgym_envs.sandbox import KernelSandbox, SandboxLimits
 from agentgym_envs.sandbox import system as sandbox_system
 from agentgym_envs.sandbox.kernel_client import HARD_TIMEOUT_GRACE_S
 from agentgym_envs.webshop import ShopClient, ShopServer, ShopUnavailableError
+from agentgym_envs.webshop.env import SHOP_TIMEOUT_S
 from rewards.math import close_verifier_workers
 from tasks import InfrastructureError, Task
 
@@ -123,9 +124,7 @@ DOCKER_ONLY_FAULTS = frozenset({"kill", "daemon-restart"})
 RESET_RETRY_S = 0.5
 """Pause before a worker retries after a reset that raised an infrastructure error (the daemon may be down)."""
 
-SHOP_TIMEOUT_S = 10.0
-"""The read timeout of WebShop-v0's page requests and of :class:`ShopClient` (their default): a stalled shop
-server is an infrastructure error once it has passed."""
+
 
 
 # ------------------------------------------------------------------------------------------ config

@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 FAMILY = "shop"
 REQUIRED_TOOLS = {FAMILY: ("search", "click")}
 MODES = ("text", "browser")
+SHOP_TIMEOUT_S = 10.0
+"""Default time limit of one request to the shop (``shop_timeout_s``)."""
 OBSERVATIONS = ("text_rich", "text", "aria")
 
 SEARCH_TOOL_SCHEMA = {
@@ -102,6 +104,8 @@ class WebShopEnv(TextEnv):
             tasks name (``metadata["catalogue"]``), else ``"generated-v1"``.
         browser: In browser mode, a :class:`~agentgym_envs.webshop.browser.BrowserPool` shared by many envs
             (not closed here); None starts one for this env, unless the shop brings its own browser.
+        shop_timeout_s: How long a request to the shop may take (over HTTP) before the step is an infrastructure
+            error.
         split, families, tasks, reward, max_action_chars, max_tool_calls_per_turn, max_observation_chars,
             render_mode, prompt_style: See :class:`~agentgym_envs.core.TextEnv` (one family: ``"shop"``).
 
@@ -127,8 +131,8 @@ class WebShopEnv(TextEnv):
                  tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None, mode: str = "text",
                  observation: str = "text_rich", server: ShopService | str | None = None,
                  catalogue: str | None = None, browser: BrowserPool | None = None,
-                 max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
-                 max_observation_chars: int = 32_768, render_mode: str | None = None,
+                 shop_timeout_s: float = SHOP_TIMEOUT_S, max_action_chars: int = 32_768,
+                 max_tool_calls_per_turn: int = 4, max_observation_chars: int = 32_768, render_mode: str | None = None,
                  prompt_style: str = "full") -> None:
         if server is not None and not isinstance(server, str | ShopService):
             raise EnvConfigError(f"server: expected None, a URL, a ShopServer or a ShopContainer, got "
@@ -139,7 +143,9 @@ class WebShopEnv(TextEnv):
                          max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
                          max_observation_chars=max_observation_chars, render_mode=render_mode,
                          prompt_style=prompt_style)
-        self.mode, self.observation = mode, observation
+        if shop_timeout_s <= 0:
+            raise EnvConfigError(f"shop_timeout_s: expected a positive number of seconds, got {shop_timeout_s}")
+        self.mode, self.observation, self.shop_timeout_s = mode, observation, shop_timeout_s
         self.catalogue, self._served_catalogue = _task_catalogue(self.tasks, catalogue, server)
         self._server_spec = server
         self._service = service
@@ -173,7 +179,8 @@ class WebShopEnv(TextEnv):
     def _settings(self) -> dict[str, Any]:
         spec = self._server_spec
         server = "own" if spec is None else spec if isinstance(spec, str) else "shared"
-        return {"mode": self.mode, "observation": self.observation, "catalogue": self.catalogue, "server": server}
+        return {"mode": self.mode, "observation": self.observation, "catalogue": self.catalogue, "server": server,
+                "shop_timeout_s": self.shop_timeout_s}
 
     @property
     def page(self) -> Page | None:
@@ -198,7 +205,8 @@ class WebShopEnv(TextEnv):
                 server = ShopServer(self.catalogue)
                 server.start()
                 self._server = self._service = server
-            self._shop = ShopClient(self._service.url, transport=self._service.transport())
+            self._shop = ShopClient(self._service.url, transport=self._service.transport(),
+                                    timeout_s=self.shop_timeout_s)
             self._check_catalogue(self._shop)
         return self._shop
 
@@ -226,7 +234,7 @@ class WebShopEnv(TextEnv):
     def _http_client(self, service: ShopService) -> httpx.Client:
         """The env's HTTP client of the shop's pages (and of its browser's API), made on first use."""
         if self._http is None:
-            self._http = httpx.Client(timeout=10.0, transport=service.transport())
+            self._http = httpx.Client(timeout=self.shop_timeout_s, transport=service.transport())
         return self._http
 
     # -- episodes -------------------------------------------------------------------------------
