@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import psutil
 import pytest
+from gymnasium.utils.env_checker import check_env
 
-from agentgym_envs.policies import run_episode
+from agentgym_envs.policies import run_episode, tool_call_action
 from agentgym_envs.policies.base import prompt_only
 from agentgym_envs.policies.webshop_oracle import WebShopOraclePolicy, WebShopRandomPolicy
 from agentgym_envs.webshop import ShopServer, WebShopEnv
@@ -77,3 +78,19 @@ def test_an_env_with_its_own_browser_and_server_leaves_nothing_behind(browser_ba
     env.close()
     _, alive = psutil.wait_procs(started, timeout=15)
     assert not alive, f"left behind: {[p.pid for p in alive]}"
+
+
+def test_check_env_and_determinism_in_browser_mode(browser_backend, shop, pool):
+    env = WebShopEnv(split="test", server=shop, mode="browser", browser=pool)
+    try:
+        check_env(env, skip_render_check=True)
+        runs = []
+        for _ in range(2):
+            observations = [env.reset(seed=3)[0]]
+            observations += [env.step(tool_call_action(name, **arguments))[0] for name, arguments in
+                             (("search", {"query": "pretzels"}), ("click", {"element": "Next >"}),
+                              ("click", {"element": "< Prev"}))]
+            runs.append(observations)
+        assert runs[0] == runs[1]
+    finally:
+        env.close()
