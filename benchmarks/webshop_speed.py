@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -132,8 +133,17 @@ def browser_memory_mb(browser: Any, contexts: int, server: ShopServer) -> float:
 
 def _chromium_pss_mb() -> float:
     """Proportional set size of the Chromium processes: shared pages counted once, split among their users."""
-    processes = [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
-    return sum(p.memory_full_info().pss for p in processes) / 2**20
+    return sum(p.memory_full_info().pss for p in chromium_processes()) / 2**20
+
+
+def chromium_processes(root: psutil.Process | None = None) -> list[psutil.Process]:
+    """The live Chromium processes under ``root`` (this process by default); exited ones and zombies are left out."""
+    found = []
+    for process in (root or psutil.Process()).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "chrom" in process.name().lower() and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
 
 
 def leftovers(server: ShopServer, browser: Any) -> dict[str, int]:
@@ -165,8 +175,7 @@ def run(concurrency: Sequence[int], episodes: int, latency_tasks: int) -> dict[s
             report["leftovers"] = leftovers(server, browser)
         finally:
             browser.close()
-    report["leftovers"]["chromium_processes"] = sum("chrom" in p.name().lower()
-                                                    for p in psutil.Process().children(recursive=True))
+    report["leftovers"]["chromium_processes"] = len(chromium_processes())
     return report
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.webshop.errors import BrowserUnavailableError
+from benchmarks.webshop_speed import chromium_processes
 from tasks.errors import InfrastructureError
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("browser_backend")]  # skips, or fails when required
@@ -170,11 +171,6 @@ def data_page(document: str) -> str:
     match = re.search(r'<body data-page="(\w+)"', document)
     assert match is not None, document[:200]
     return match[1]
-
-
-def chromium_processes() -> list[psutil.Process]:
-    """This process's Chromium descendants (the browser, its zygotes and renderers)."""
-    return [child for child in psutil.Process().children(recursive=True) if "chrom" in child.name()]
 
 
 def browser_process() -> psutil.Process:

@@ -25,6 +25,7 @@ from agentgym_envs.webshop.drivers import RemoteBrowserDriver
 from agentgym_envs.webshop.errors import BrowserUnavailableError, ShopUnavailableError
 from agentgym_envs.webshop.pages import parse_page
 from agentgym_envs.webshop.service import READY_PREFIX, SOURCE_ROOT, BrowserLocation, ShopService
+from benchmarks.webshop_speed import chromium_processes
 from tasks import load_split
 
 TASKS = load_split("WebShop", "test")[:3]
@@ -160,8 +161,7 @@ def test_a_context_the_shop_no_longer_has_is_a_browser_fault_and_a_silent_shop_a
 def test_a_crashed_browser_is_a_browser_fault_and_the_next_context_relaunches_it(http, start_url, started):
     driver = RemoteBrowserDriver(http, "http://shop")
     driver.open(start_url)
-    chromium = [child for child in psutil.Process(started[0][0].pid).children(recursive=True)
-                if "chromium" in " ".join(child.cmdline()).lower()]
+    chromium = chromium_processes(psutil.Process(started[0][0].pid))
     for process in chromium:
         process.kill()
     psutil.wait_procs(chromium, timeout=10)

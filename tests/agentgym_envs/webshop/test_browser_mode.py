@@ -11,6 +11,7 @@ from agentgym_envs.policies import run_episode, tool_call_action
 from agentgym_envs.policies.base import prompt_only
 from agentgym_envs.policies.webshop_oracle import WebShopOraclePolicy, WebShopRandomPolicy
 from agentgym_envs.webshop import ShopServer, WebShopEnv
+from benchmarks.webshop_speed import chromium_processes
 from tasks import load_split
 
 pytestmark = pytest.mark.browser
@@ -74,7 +75,7 @@ def test_an_env_with_its_own_browser_and_server_leaves_nothing_behind(browser_ba
     episode = run_episode(env, WebShopOraclePolicy(), TASKS[0], seed=0, shown_task=prompt_only(TASKS[0]))
     assert episode.success
     started = [child for child in psutil.Process().children(recursive=True) if child.pid not in before]
-    assert any("chromium" in " ".join(child.cmdline()).lower() for child in started)
+    assert {process.pid for process in chromium_processes()} & {process.pid for process in started}
     env.close()
     _, alive = psutil.wait_procs(started, timeout=15)
     assert not alive, f"left behind: {[p.pid for p in alive]}"

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import docker
 import httpx
-import psutil
 import pytest
 
 from agentgym_envs.policies import run_episode, tool_call_action
@@ -26,6 +25,7 @@ from agentgym_envs.sandbox.labels import SANDBOX_LABEL
 from agentgym_envs.webshop import ShopServer, WebShopEnv
 from agentgym_envs.webshop.container import CONTAINER_LABEL_VALUE, ShopContainer
 from agentgym_envs.webshop.errors import ShopUnavailableError
+from benchmarks.webshop_speed import chromium_processes
 from tasks import load_split
 
 pytestmark = [pytest.mark.docker, pytest.mark.browser, pytest.mark.slow]
@@ -160,5 +160,4 @@ def test_a_python_that_does_not_run_in_the_image_is_named_in_the_error(docker_ba
 
 def _host_chromium() -> set[int]:
     """The chromium processes this test process started on the host."""
-    return {child.pid for child in psutil.Process().children(recursive=True)
-            if "chromium" in " ".join(child.cmdline()).lower()}
+    return {process.pid for process in chromium_processes()}
