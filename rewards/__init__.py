@@ -18,6 +18,15 @@ Example:
 
 from rewards.base import RewardFn, RewardResult
 from rewards.composite import CompositeReward, Term
+from rewards.data_analysis import (
+    AnswerFields,
+    data_analysis_reward,
+    field_matches,
+    parse_answer_fields,
+    psaq_reward,
+    sql_result_reward,
+    tables_match,
+)
 from rewards.errors import (
     JudgeError,
     JudgeUnavailableError,
@@ -56,6 +65,7 @@ from rewards.webshop import (
 )
 
 __all__ = [
+    "AnswerFields",
     "CompositeReward",
     "JudgeBackend",
     "JudgeCache",
@@ -78,9 +88,11 @@ __all__ = [
     "attributes_matched",
     "completion_length",
     "dapo_overlong_penalty",
+    "data_analysis_reward",
     "exact_match",
     "exact_match_reward",
     "f1_reward",
+    "field_matches",
     "format_reward",
     "fuzzy_match",
     "fuzzy_score",
@@ -95,8 +107,12 @@ __all__ = [
     "normalize_answer",
     "normalize_color",
     "options_matched",
+    "parse_answer_fields",
     "price_ok",
+    "psaq_reward",
     "sigmoid_length_penalty",
+    "sql_result_reward",
+    "tables_match",
     "token_f1",
     "type_factor",
     "type_match",
