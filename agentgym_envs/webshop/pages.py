@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from html.parser import HTMLParser
 
 SEPARATOR = " [SEP] "
@@ -128,8 +129,13 @@ class Page:
         return [clickable.label for clickable in self.clickables]
 
 
+@lru_cache(maxsize=256)
 def parse_page(html: str) -> Page:
-    """Parse a page of the shop (see the module docstring for the conventions it relies on)."""
+    """Parse a page of the shop (see the module docstring for the conventions it relies on).
+
+    Pages are immutable and the last few are cached: the text-mode driver (to follow a click) and the env (to
+    render the observation) both read each page, and parse it once.
+    """
     parser = _PageParser()
     parser.feed(html)
     parser.close()
@@ -152,6 +158,7 @@ class _OpenClickable:
     form: _OpenForm | None
     depth: int
     text: list[str]
+    label: str = ""
 
 
 class _PageParser(HTMLParser):
@@ -209,7 +216,8 @@ class _PageParser(HTMLParser):
             self._hidden_depth = None
         if self._open is not None and self._open.depth == depth:
             clickable, self._open = self._open, None
-            self.segments.append((collapse("".join(clickable.text)), len(self.clickables)))
+            clickable.label = collapse("".join(clickable.text))
+            self.segments.append((clickable.label, len(self.clickables)))
             self.clickables.append(clickable)
         if tag == "form":
             self._form = None
@@ -225,7 +233,7 @@ class _PageParser(HTMLParser):
     def page(self) -> Page:
         forms = {id(form): _frozen(form) for form in self.forms}
         clickables = tuple(
-            Clickable(index=i, label=collapse("".join(c.text)), href=c.href,
+            Clickable(index=i, label=c.label, href=c.href,
                       form=forms[id(c.form)] if c.form is not None else None, group=c.group, selected=c.selected)
             for i, c in enumerate(self.clickables))
         search = next((form for form in forms.values() if form.is_search), None)
