@@ -10,20 +10,12 @@ from gymnasium.utils.env_checker import check_env
 from agentgym_envs.policies import run_episode, tool_call_action
 from agentgym_envs.policies.base import prompt_only
 from agentgym_envs.policies.webshop_oracle import WebShopOraclePolicy, WebShopRandomPolicy
-from agentgym_envs.webshop import ShopServer, WebShopEnv
+from agentgym_envs.webshop import WebShopEnv
 from benchmarks.webshop_speed import chromium_processes
 from tasks import load_split
 
 pytestmark = pytest.mark.browser
 TASKS = load_split("WebShop", "test")[:6]
-
-
-@pytest.fixture(scope="module")
-def shop():
-    server = ShopServer("generated-v1")
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -23,14 +23,6 @@ from tasks.webshop import Goal, Product, Purchase
 TEST = load_split("WebShop", "test")
 
 
-@pytest.fixture(scope="module")
-def shop():
-    server = ShopServer("generated-v1")
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def env(shop):
     env = WebShopEnv(split="test", server=shop)
