@@ -7,6 +7,14 @@ scripted :class:`~agentgym_envs.policies.base.Policy` per episode); the runner r
 the observations to the agent, steps the envs concurrently in a thread pool (tools block on
 sandboxes and services, not on Python) and records each :class:`Episode` the same way.
 
+Episodes advance independently (``schedule="async"``, the default): whichever episodes are waiting for
+a turn are handed to the agent together (continuous batching at the turn level), while the other
+episodes' tool calls run in the pool, so a slow tool stalls only its own episode and tools run while the
+next turns are generated. ``schedule="rounds"`` is the round-synchronous loop (every running episode acts,
+then every env steps, then the next round), kept as the baseline of ``benchmarks.rollout_throughput``.
+An agent whose turns depend only on each episode's own history (scripted policies; a model with per-row
+seeded sampling) plays the same episodes under both schedules and any number of workers.
+
 The evaluation rules live here too, once: an episode an infrastructure fault ended is left out of
 every rate (:attr:`Episode.scored`), and an episode is a success when its ``outcome`` component
 (the reward itself when there is none) is 1 (:attr:`Episode.success`).
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +42,8 @@ from tasks import InfrastructureError, Task, Trajectory
 SUCCESS_COMPONENT = "outcome"
 """The reward component that says whether a task was solved (1.0 = solved); the reward itself when absent."""
 STOP_REASONS = ("answered", "turn_limit", "max_turns", "context", "infra_error")
+SCHEDULES = ("async", "rounds")
+"""How :class:`EpisodeRunner` interleaves turns: episodes advance independently, or in lockstep rounds."""
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
 
@@ -83,6 +93,7 @@ class Episode:
         task_id: The task.
         group: Index of the task's group in the batch (episodes of one group share a task).
         seed: The env's reset seed (None: the env was not reseeded).
+        index: Position of the episode's request in its batch.
         family: The task's family.
         difficulty: The task's difficulty.
         turns: One record per agent turn.
@@ -94,7 +105,8 @@ class Episode:
             (the runner's, after an observation no turn answered); ``"context"`` (the agent's context budget);
             ``"infra_error"``.
         tool_calls: Per tool call, in order: name, ok, infra_error, latency_s.
-        trajectory: The env's own record of the episode (None when the reset failed).
+        trajectory: The env's own record of the episode (None when the reset failed, or the env could not be
+            reached any more).
         error: What the infrastructure fault that ended the episode said, when it was raised outside a step.
         prompt_ids: The rendered prompt (token-level agents only).
         completion_ids: Everything after the prompt: generated turns and wrapped observations.
@@ -106,6 +118,7 @@ class Episode:
     task_id: str
     group: int
     seed: int | None = None
+    index: int = 0
     family: str = ""
     difficulty: int = 0
     turns: list[TurnRecord] = field(default_factory=list)
@@ -192,6 +205,9 @@ class Agent(Protocol):
         None for an episode the agent cannot continue (its context budget is spent).
         """
 
+    def finish(self, episode: Episode) -> None:
+        """The episode has ended (called once per episode, whatever ended it): drop what was kept for it."""
+
 
 class EnvPool:
     """Environments kept open between batches, one per concurrent episode, per env id.
@@ -232,78 +248,150 @@ class EpisodeRunner:
         envs: Where the episodes' environments come from.
         max_turns: Most agent turns per episode (the env's own turn limit also applies); None for the env's only.
         workers: Threads running env resets and steps; 1 runs them one after another.
+        schedule: ``"async"``: episodes advance independently, and the agent acts for whichever episodes wait
+            for a turn while the others' tools run; ``"rounds"``: every running episode acts, then every env
+            steps (see :data:`SCHEDULES`).
+        batch_window_s: Async only: after an env step returns, how long to wait for the next one before the agent
+            acts, so that steps returning close together are acted on in one batch (a model's batch costs about
+            as much for one episode as for several).
     """
 
-    def __init__(self, envs: EnvPool, *, max_turns: int | None = None, workers: int = 32) -> None:
+    def __init__(self, envs: EnvPool, *, max_turns: int | None = None, workers: int = 32, schedule: str = "async",
+                 batch_window_s: float = 0.01) -> None:
         if workers < 1 or (max_turns is not None and max_turns < 1):
             raise ValueError(f"EpisodeRunner: expected workers >= 1 and max_turns None or >= 1, got {workers}, "
                              f"{max_turns}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"EpisodeRunner.schedule: expected one of {SCHEDULES}, got {schedule!r}")
+        if batch_window_s < 0:
+            raise ValueError(f"EpisodeRunner.batch_window_s: expected >= 0, got {batch_window_s}")
         self.envs = envs
         self.max_turns = max_turns
         self.workers = workers
+        self.schedule = schedule
+        self.batch_window_s = batch_window_s
 
-    def run(self, agent: Agent, requests: Sequence[EpisodeRequest]) -> list[Episode]:
-        """Play one episode per request, all in flight together; returns them in request order."""
+    def run(self, agent: Agent, requests: Sequence[EpisodeRequest], *, max_turns: int | None = None) -> list[Episode]:
+        """Play one episode per request, all in flight together; returns them in request order.
+
+        Args:
+            agent: Acts for the episodes.
+            requests: One episode each.
+            max_turns: This batch's turn limit instead of the runner's (a horizon curriculum); None: the runner's.
+        """
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"EpisodeRunner.run: expected max_turns None or >= 1, got {max_turns}")
         envs = self.envs.take(requests)
+        batch = _Batch(agent, envs, requests, max_turns if max_turns is not None else self.max_turns)
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            started = list(pool.map(_reset, envs, requests))
-            episodes = [episode for episode, _, _ in started]
-            observations = [observation for _, observation, _ in started]
-            infos = [info for _, _, info in started]
-            for episode, request, observation, info in zip(episodes, requests, observations, infos, strict=True):
-                agent.start(episode, request.task, observation or request.task.prompt, info)
-            turn = 0
-            while self.max_turns is None or turn < self.max_turns:
-                active = [i for i, episode in enumerate(episodes) if not episode.done]
-                if not active:
-                    break
-                steps = self._play_turn(pool, agent, [envs[i] for i in active], [episodes[i] for i in active],
-                                        [observations[i] for i in active], [infos[i] for i in active])
-                for i, (observation, info) in zip(active, steps, strict=True):
-                    observations[i], infos[i] = observation, info
-                turn += 1
-        for episode, env in zip(episodes, envs, strict=True):
-            if not episode.done:
-                episode.stop_reason = "max_turns"
-            if episode.turns or not episode.infra_error:  # not for a failed reset: the env holds an older one
-                episode.trajectory = env.unwrapped.trajectory
-        return episodes
+            pending = {pool.submit(_reset, envs[index], episode, requests[index]): index
+                       for index, episode in enumerate(batch.episodes)}
+            while pending or batch.waiting:
+                for future in self._returned(pending):
+                    batch.returned(pending.pop(future), future.result())
+                for index, action in batch.act():
+                    pending[pool.submit(_step, envs[index], action)] = index
+        return batch.episodes
 
-    @staticmethod
-    def _play_turn(pool: ThreadPoolExecutor, agent: Agent, envs: list[gym.Env], episodes: list[Episode],
-                   observations: list[str], infos: list[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
-        """One turn of every active episode: the agent acts for all, then the envs step concurrently."""
-        turns = agent.act(episodes, observations, infos)
-        playing = []
-        for index, (episode, turn) in enumerate(zip(episodes, turns, strict=True)):
+    def _returned(self, pending: dict[Future, int]) -> list[Future]:
+        """The resets and steps that have returned, at least one (none when none is pending).
+
+        Rounds: every pending call. Async: the first to return, and those returning within
+        :attr:`batch_window_s` of the one before.
+        """
+        if not pending:
+            return []
+        if self.schedule == "rounds":
+            return list(wait(pending).done)
+        returned = wait(pending, return_when=FIRST_COMPLETED).done
+        while len(returned) < len(pending):
+            more = wait(pending.keys() - returned, timeout=self.batch_window_s, return_when=FIRST_COMPLETED).done
+            if not more:
+                break
+            returned |= more
+        return list(returned)
+
+
+class _Batch:
+    """The episodes of one :meth:`EpisodeRunner.run` call and which of them wait for the agent."""
+
+    def __init__(self, agent: Agent, envs: Sequence[gym.Env], requests: Sequence[EpisodeRequest],
+                 max_turns: int | None) -> None:
+        self.agent = agent
+        self.envs = envs
+        self.requests = requests
+        self.max_turns = max_turns
+        self.episodes = [Episode(env_id=request.env_id, task_id=request.task.id, group=request.group,
+                                 seed=request.seed, index=index, family=request.task.family,
+                                 difficulty=request.task.difficulty) for index, request in enumerate(requests)]
+        self.observations = [""] * len(requests)
+        self.infos: list[Mapping[str, Any]] = [{} for _ in requests]
+        self.waiting: list[int] = []
+
+    def returned(self, index: int, result: tuple[str, dict[str, Any]] | StepResult) -> None:
+        """Take a reset's ``(observation, info)`` or a step's result for episode ``index``."""
+        episode = self.episodes[index]
+        if not episode.turns:
+            observation, info = result
+            self.agent.start(episode, self.requests[index].task, observation or self.requests[index].task.prompt,
+                             info)
+        else:
+            record_step(episode, result)
+            observation, info = result[0], result[4]
+            if not episode.done and self.max_turns is not None and len(episode.turns) >= self.max_turns:
+                episode.stop_reason = "max_turns"
+        if episode.done:
+            self._finish(index)
+        else:
+            self.observations[index], self.infos[index] = observation, info
+            self.waiting.append(index)
+
+    def act(self) -> list[tuple[int, str]]:
+        """The agent acts for every waiting episode; returns ``(episode index, action)`` of each turn taken."""
+        acting, self.waiting = sorted(self.waiting), []
+        if not acting:
+            return []
+        episodes = [self.episodes[i] for i in acting]
+        turns = self.agent.act(episodes, [self.observations[i] for i in acting], [self.infos[i] for i in acting])
+        actions = []
+        for index, episode, turn in zip(acting, episodes, turns, strict=True):
             if turn is None:
                 episode.stop_reason = "context"
+                self._finish(index)
                 continue
             episode.turns.append(TurnRecord(action=turn.action, start=turn.start, length=turn.length,
                                             after_tool_result=bool(episode.turns and episode.turns[-1].tools)))
-            playing.append(index)
-        results = dict(zip(playing, pool.map(_step, [envs[i] for i in playing],
-                                             [episodes[i].turns[-1].action for i in playing]), strict=True))
-        for index, result in results.items():
-            record_step(episodes[index], result)
-        return [(results[i][0], results[i][4]) if i in results else (observations[i], infos[i])
-                for i in range(len(episodes))]
+            actions.append((index, turn.action))
+        return actions
+
+    def _finish(self, index: int) -> None:
+        """The episode has ended: keep the env's record of it and tell the agent."""
+        episode = self.episodes[index]
+        if episode.turns or not episode.infra_error:  # not for a failed reset: the env holds an older one
+            try:
+                episode.trajectory = self.envs[index].unwrapped.trajectory
+            except InfrastructureError:  # a remote env whose worker died: its record is lost with it
+                episode.trajectory = None
+        self.agent.finish(episode)
 
 
-def _reset(env: gym.Env, request: EpisodeRequest) -> tuple[Episode, str, dict[str, Any]]:
+def _reset(env: gym.Env, episode: Episode, request: EpisodeRequest) -> tuple[str, dict[str, Any]]:
     """Reset the env on the request's task; an infrastructure fault at reset ends the episode at once."""
-    episode = Episode(env_id=request.env_id, task_id=request.task.id, group=request.group, seed=request.seed,
-                      family=request.task.family, difficulty=request.task.difficulty)
     try:
-        observation, info = env.reset(seed=request.seed, options={"task": request.task})
+        return env.reset(seed=request.seed, options={"task": request.task})
     except InfrastructureError as exc:
         episode.infra_error, episode.stop_reason, episode.error = True, "infra_error", f"reset failed: {exc}"
-        return episode, "", {}
-    return episode, observation, info
+        return "", {}
 
 
 def _step(env: gym.Env, action: str) -> StepResult:
-    return env.step(action)
+    """Step the env; an infrastructure fault raised by the step (e.g. a remote env's worker died) ends the
+    episode as one, truncated, rather than the run."""
+    try:
+        return env.step(action)
+    except InfrastructureError as exc:
+        return (f"[infrastructure error] {exc}", 0.0, False, True,
+                {"ok": False, "infra_error": True, "error": str(exc), "tool_calls": []})
 
 
 def record_step(episode: Episode, step: StepResult) -> None:

@@ -62,6 +62,10 @@ class DemonstrationAgent(ChatRecorder):
         return [self.record(episode, turn.action, self.chat.action_ids(turn.action)) if turn is not None else None
                 for episode, turn in zip(episodes, turns, strict=True)]
 
+    def finish(self, episode: Episode) -> None:
+        """Drop the demonstrator's policy of the episode."""
+        self.scripted.finish(episode)
+
 
 def collect_demonstrations(env: gym.Env, env_id: str, policy: Policy, tasks: Sequence[Task], chat: ChatTokens,
                            *, keep: Callable[[Episode], bool] | None = None,

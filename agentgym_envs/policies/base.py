@@ -61,6 +61,10 @@ class ScriptedAgent:
         return [AgentTurn(self._policies[id(episode)].act(observation, info))
                 for episode, observation, info in zip(episodes, observations, infos, strict=True)]
 
+    def finish(self, episode: Episode) -> None:
+        """Drop the episode's policy."""
+        self._policies.pop(id(episode), None)
+
 
 def run_episode(env: gym.Env, policy: Policy, task: Task, *, seed: int | None = None,
                 shown_task: Task | None = None) -> Episode:
