@@ -87,3 +87,31 @@ def test_two_processes_play_different_tasks_and_end_with_the_same_synchronised_p
     # produces; so under several processes it steps aside and TRL's own head runs, on every loss of both ranks.
     for rank in ranks:
         assert rank["agent_token_head"] == [False] * rank["steps"]
+
+
+@pytest.mark.parametrize(("name", "distributed_type", "zero_stage"),
+                         [("accelerate_ddp.yaml", "MULTI_GPU", None), ("accelerate_zero2.yaml", "DEEPSPEED", 2),
+                          ("accelerate_zero3.yaml", "DEEPSPEED", 3)])
+def test_multinode_accelerate_configs_load_with_accelerates_loader(name, distributed_type, zero_stage):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(MULTINODE / name))  # raises on a key accelerate does not know
+    assert config.distributed_type.value == distributed_type
+    assert config.num_machines > 1 and config.num_processes % config.num_machines == 0
+    assert config.deepspeed_config.get("zero_stage") == zero_stage
+
+
+def test_multinode_grpo_recipe_parses_with_trls_parser():
+    from trl import ModelConfig, TrlParser
+
+    from trainers.grpo import AgentGRPOConfig
+
+    parser = TrlParser((AgentGRPOConfig, ModelConfig))
+    # bf16 is refused by transformers on a machine without a GPU; every other field is checked as written
+    # (TrlParser raises on a key no dataclass knows).
+    config, model_args = parser.parse_args_and_config(
+        args=["--config", str(MULTINODE / "grpo_vllm_server_ray.yaml"), "--bf16", "false"])
+    assert (config.use_vllm, config.vllm_mode, config.env_workers) == (True, "server", "ray")
+    assert model_args.model_name_or_path
+    # seed_process refuses a per-process batch that would split a group across processes
+    assert config.per_device_train_batch_size % config.num_generations == 0
