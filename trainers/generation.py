@@ -72,6 +72,17 @@ class _Chunk:
     positions: torch.Tensor
     cache: Cache
 
+    def extend(self) -> None:
+        """Make room for one more token per row (the one each row sampled last)."""
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        self.positions = self.positions[:, -1:] + 1
+
+    def select(self, keep: torch.Tensor) -> None:
+        """Keep only the rows where ``keep`` is true."""
+        self.mask, self.positions = self.mask[keep], self.positions[keep]
+        for layer in self.cache.layers:
+            layer.select(keep)
+
 
 class TransformersGenerator:
     """Batched sampling with an own decode loop on a ``transformers`` causal LM, with prefix reuse.
@@ -179,26 +190,30 @@ class TransformersGenerator:
         uniforms = None if temperature == 0 else _uniforms(seeds, limits).to(device)
         stops = torch.tensor(list(stop_token_ids), dtype=torch.long, device=device)
         row_limits = torch.tensor(list(limits), device=device)
+        rows = torch.arange(len(contexts), device=device)  # the row of ``contexts`` of each row still decoding
+        ids = torch.zeros((len(contexts), max(limits)), dtype=torch.long, device=device)
+        logprobs = torch.zeros((len(contexts), max(limits)), device=device)
+
+        def turn(row: int) -> GeneratedTurn:
+            return _cut(ids[row].tolist(), logprobs[row].tolist(), limits[row], stop_token_ids)
+
         logits = self._forward(chunk, chunk.input_ids, logits_to_keep=1)
-        positions = chunk.positions[:, -1]
-        sampled, chosen = [], []
-        finished = torch.zeros(len(contexts), dtype=torch.bool, device=device)
         for step in range(max(limits)):
-            token, logprob = _pick(logits, temperature, top_p, None if uniforms is None else uniforms[:, step])
-            sampled.append(token)
-            chosen.append(logprob)
-            finished |= torch.isin(token, stops) | (row_limits <= step + 1)
-            if bool(finished.all()):
+            token, logprob = _pick(logits, temperature, top_p, None if uniforms is None else uniforms[rows, step])
+            ids[rows, step], logprobs[rows, step] = token, logprob
+            finished = torch.isin(token, stops) | (row_limits[rows] <= step + 1)
+            done = int(finished.sum())
+            if done == len(rows):
                 break
-            positions = positions + 1
-            chunk.mask = torch.cat([chunk.mask, torch.ones_like(chunk.mask[:, :1])], dim=1)
-            chunk.positions = positions[:, None]
+            if done * 4 >= len(rows):  # a quarter of the rows is done: store their caches, decode without them
+                self._store(chunk, [(local, contexts[row], turn(row), keys[row]) for local, row in
+                                    zip(finished.nonzero()[:, 0].tolist(), rows[finished].tolist(), strict=True)])
+                chunk.select(~finished)
+                rows, token = rows[~finished], token[~finished]
+            chunk.extend()
             logits = self._forward(chunk, token[:, None])
-        ids = torch.stack(sampled, dim=1).tolist() if sampled else [[] for _ in contexts]
-        logprobs = torch.stack(chosen, dim=1).tolist() if chosen else [[] for _ in contexts]
-        turns = [_cut(ids[row], logprobs[row], limits[row], stop_token_ids) for row in range(len(contexts))]
-        self._store(chunk, contexts, turns, keys)
-        return turns
+        self._store(chunk, [(local, contexts[row], turn(row), keys[row]) for local, row in enumerate(rows.tolist())])
+        return [turn(row) for row in range(len(contexts))]
 
     def _forward(self, chunk: _Chunk, input_ids: torch.Tensor, logits_to_keep: int = 0) -> torch.Tensor:
         """Feed ``input_ids`` (the chunk's newest columns) through the model; the last column's float logits."""
@@ -240,11 +255,11 @@ class TransformersGenerator:
         return _Chunk(input_ids=input_ids.to(device), mask=mask.to(device), positions=positions.to(device),
                       cache=cache)
 
-    def _store(self, chunk: _Chunk, contexts: Sequence[list[int]], turns: Sequence[GeneratedTurn],
-               keys: Sequence[Hashable | None]) -> None:
-        """Keep each keyed row's KV of its context and turn (but the turn's last id), as a copy of its own."""
+    def _store(self, chunk: _Chunk, entries: Iterable[tuple[int, list[int], GeneratedTurn, Hashable | None]]) -> None:
+        """Keep the KV of each keyed entry ``(row of the chunk, context, turn, key)``: its context and its turn
+        but the turn's last id, as a copy of its own."""
         layers = [(layer.keys, layer.values) for layer in chunk.cache.layers]
-        for row, (context, turn, key) in enumerate(zip(contexts, turns, keys, strict=True)):
+        for row, context, turn, key in entries:
             if key is None:
                 continue
             covered = context + turn.ids[:-1]
@@ -291,6 +306,11 @@ class _BufferLayer(DynamicLayer):
         """The first ``end`` columns of the buffers hold the cache."""
         self.length = end
         self.keys, self.values = (buffer[..., :end, :] for buffer in self.buffers)
+
+    def select(self, keep: torch.Tensor) -> None:
+        """Keep only the batch rows where ``keep`` is true."""
+        self.buffers = (self.buffers[0][keep], self.buffers[1][keep])
+        self.advance(self.length)
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.allocate(key_states.shape[0], key_states)

@@ -73,7 +73,11 @@ def test_a_turn_continued_from_the_cached_prefix_equals_one_computed_from_scratc
     cached = TransformersGenerator(model, tokenizer.pad_token_id)
     cold = TransformersGenerator(model, tokenizer.pad_token_id, cache_prefixes=False)
     keys = ["a", "b", "c", "d"]
-    first = sample(cached, contexts, keys=keys, seeds=SEEDS)
+    # ragged limits: rows finish at different steps and leave the batch early, their caches kept as they go
+    first = cached.generate(contexts, [10, 3, 6, 1], stop_token_ids=[-1], temperature=1.0, top_p=1.0, keys=keys,
+                            seeds=SEEDS)
+    assert [len(turn.ids) for turn in first] == [10, 3, 6, 1]
+    assert cached.fed_tokens == sum(LENGTHS) + (9 + 2 + 5 + 0)  # a finished row is fed no further token
     assert cached.cached_tokens == sum(len(c) + len(t.ids) - 1 for c, t in zip(contexts, first, strict=True))
     second_contexts = next_contexts(contexts, first)
     fed_before = cached.fed_tokens
