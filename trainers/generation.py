@@ -88,12 +88,15 @@ class TransformersGenerator:
     """Batched sampling with an own decode loop on a ``transformers`` causal LM, with prefix reuse.
 
     Each call runs the contexts in chunks of ``batch_size``: one forward pass over the tokens each row's cache
-    does not cover, then one token per step for every row until each row has hit a stop id or its limit.
+    does not cover, then one token per step for every row until each row has hit a stop id or its limit. The
+    chunk's keys and values go into buffers allocated once (a step writes one column, it does not copy the cache),
+    and rows that are done leave the batch once a quarter of it is done.
 
     Prefix reuse: with ``keys``, the KV cache of each key is kept after its turn; it covers the context and the
     turn's ids but the last (whose KV was never computed). The next call with that key whose context starts with
     those ids feeds only the rest (the template's end of turn, the observation, the new generation prompt); a
-    context that does not start with them is computed from scratch and replaces the cache. Caches are dropped by
+    context that does not start with them is computed from scratch and replaces the cache (keys are expected to be
+    unique within a call; of two rows with one key, the later one's cache is kept). Caches are dropped by
     :meth:`release`, and all at once when the model's weights changed since they were computed (an optimizer step
     or a weight load bumps the parameters' version counters), so a turn is always computed under the current
     weights. Memory: ``2 * layers * kv_heads * head_dim * bytes per element`` per cached token (3 KiB for the tiny
