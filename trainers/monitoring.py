@@ -16,8 +16,14 @@ metric                         meaning
 ``turns/after_tool/*``         turns right after a tool result vs ``turns/first/*``: ok rate,
                                tokens, mean sampled logprob
 ``mismatch/*``                 sampler vs trainer on the sampled tokens: p99 importance ratio,
-                               max per-token K3 KL, effective sample size of the weights
+                               max per-token K3 KL, effective sample size of the weights (with
+                               off-policy overlap: the stale snapshot vs the policy being trained)
+``rollout/*``                  what the trainer reports about each batch (``batch_metrics``): the turn
+                               limit ``max_turns`` (horizon curriculum), ``staleness`` (overlap)
 =============================  ==================================================================
+
+Per-batch values are averaged over the batches of a log step, except those whose name holds ``max`` or
+``p99`` (their largest is kept).
 
 Alerts (logged as warnings and written to the JSONL file): a tool an environment's tasks need is
 called in fewer than ``min_required_tool_rate`` of its episodes; the batch reward jumps more than
@@ -61,18 +67,28 @@ class RolloutMonitor:
         self.mismatch_every = mismatch_every
         self._episodes: list[Episode] = []
         self._dropped = 0
-        self._mismatch: list[dict[str, float]] = []
+        self._batch_metrics: list[dict[str, float]] = []  # mismatch measurements and the trainer's batch_metrics
         self._batches = 0
         self._reward_history: list[float] = []
         self.alerts: list[dict[str, Any]] = []
 
-    def observe(self, episodes: Sequence[Episode], *, trainer: Any = None, dropped: Sequence[int] = ()) -> None:
-        """Record one batch (and measure mismatch against ``trainer.model`` when due)."""
+    def observe(self, episodes: Sequence[Episode], *, trainer: Any = None, dropped: Sequence[int] = (),
+                batch_metrics: Mapping[str, float] | None = None) -> None:
+        """Record one batch (and measure mismatch against ``trainer.model`` when due).
+
+        Args:
+            episodes: The batch.
+            trainer: Its ``model`` is measured against the episodes' sampling logprobs (None: no measurement).
+            dropped: Indices of the episodes kept out of the loss.
+            batch_metrics: Further values describing the batch (e.g. ``rollout/max_turns``), logged as they are.
+        """
         self._episodes.extend(episodes)
         self._dropped += len(dropped)
         self._batches += 1
+        measured = dict(batch_metrics or {})
         if trainer is not None and self.mismatch_every and self._batches % self.mismatch_every == 0:
-            self._mismatch.append(mismatch_statistics(trainer.model, episodes))
+            measured |= mismatch_statistics(trainer.model, episodes)
+        self._batch_metrics.append(measured)
         self._check_spike(episodes)
 
     def flush(self, step: int | None = None) -> dict[str, float]:
@@ -83,10 +99,10 @@ class RolloutMonitor:
             metrics |= tool_metrics(episodes) | episode_metrics(episodes) | turn_metrics(episodes)
             metrics["groups/dropped_from_loss"] = self._dropped / len(episodes)
             self._check_tool_use(episodes, step)
-        for key in {key for record in self._mismatch for key in record}:
-            metrics[key] = float(np.max([r[key] for r in self._mismatch])) if "max" in key or "p99" in key else \
-                float(np.mean([r[key] for r in self._mismatch]))
-        self._mismatch, self._dropped = [], 0
+        for key in {key for record in self._batch_metrics for key in record}:
+            values = [record[key] for record in self._batch_metrics if key in record]
+            metrics[key] = float(np.max(values)) if "max" in key or "p99" in key else float(np.mean(values))
+        self._batch_metrics, self._dropped = [], 0
         alerts, self.alerts = self.alerts, []
         self._write({"step": step, **metrics, "alerts": alerts})
         return metrics

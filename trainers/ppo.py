@@ -341,7 +341,9 @@ class PPOTrainer:
         """
         history = []
         for step in range(self.config.max_steps):
-            metrics = self.update(self.engine.run(self.requests(step)))
+            max_turns = self.config.max_turns_at(step)
+            metrics = self.update(self.engine.run(self.requests(step), max_turns=max_turns))
+            metrics["rollout/max_turns"] = float(max_turns)
             history.append(metrics)
             if on_update is not None:
                 on_update(step, metrics)
@@ -490,7 +492,13 @@ def make_engine(config: PPOConfig, model: nn.Module, tokenizer) -> RolloutEngine
 
     rollout = RolloutConfig(max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn,
                             max_context_tokens=config.max_context_tokens, temperature=config.temperature)
-    envs = EnvPool(lambda env_id: gym.make(env_id, split=config.split, **config.env_kwargs))
+    env_kwargs = {"split": config.split, **config.env_kwargs}
+    if config.env_workers == "ray":
+        from trainers.grpo import ray_env_factory
+
+        envs = EnvPool(ray_env_factory({config.env_id: env_kwargs}, config.ray_address))
+    else:
+        envs = EnvPool(lambda env_id: gym.make(env_id, **env_kwargs))
     return RolloutEngine(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, envs, rollout)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainers.horizon import HorizonSchedule
+
 
 @dataclass
 class PPOConfig:
@@ -34,6 +36,11 @@ class PPOConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "Further keyword arguments of gym.make, e.g. {sandbox: bwrap} (set it in the YAML file: the "
                 "command line cannot parse a mapping)."})
+    env_workers: str = field(default="local", metadata={
+        "help": "Where the environments run: 'local' (this process's threads) or 'ray' (one Ray actor per env, "
+                "agentgym_envs.ray_workers; needs the ray extra)."})
+    ray_address: str | None = field(default=None, metadata={
+        "help": "With env_workers 'ray': the address of the Ray cluster to join (None: Ray's default, a local one)."})
 
     # Rollouts.
     max_steps: int = field(default=2, metadata={"help": "PPO updates to run (one batch of rollouts each)."})
@@ -41,6 +48,9 @@ class PPOConfig:
     episodes_per_task: int = field(default=1, metadata={
         "help": "Episodes per task per update (PPO needs no groups; more than 1 gives several samples per task)."})
     max_turns: int = field(default=3, metadata={"help": "Most model turns per episode."})
+    max_turns_schedule: str | None = field(default=None, metadata={
+        "help": "Horizon curriculum: the turn limit by update step as '<turns>@<step>,...', e.g. '5@0,10@20,15@40' "
+                "(trainers.horizon); None: max_turns throughout. max_context_tokens still caps every episode."})
     max_tokens_per_turn: int = field(default=64, metadata={"help": "Most tokens generated in one turn."})
     max_context_tokens: int = field(default=2048, metadata={"help": "Prompt plus all turns, in tokens."})
     temperature: float = field(default=1.0, metadata={
@@ -74,6 +84,12 @@ class PPOConfig:
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip per optimiser step."})
 
+    def max_turns_at(self, step: int) -> int:
+        """The turn limit of update ``step``'s rollouts: the horizon schedule's, else ``max_turns``."""
+        if self.max_turns_schedule is None:
+            return self.max_turns
+        return HorizonSchedule.parse(self.max_turns_schedule).max_turns(step)
+
     def __post_init__(self) -> None:
         _check_positive(self, ("max_steps", "tasks_per_step", "episodes_per_task", "max_turns",
                                "max_tokens_per_turn", "max_context_tokens", "num_ppo_epochs", "minibatch_size",
@@ -90,6 +106,10 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.minibatch_size: expected at most tasks_per_step * episodes_per_task = "
                              f"{self.tasks_per_step * self.episodes_per_task} episodes per update, got "
                              f"{self.minibatch_size}; lower minibatch_size or roll out more episodes")
+        if self.max_turns_schedule is not None:
+            HorizonSchedule.parse(self.max_turns_schedule)
+        if self.env_workers not in ("local", "ray"):
+            raise ValueError(f"PPOConfig.env_workers: expected 'local' or 'ray', got {self.env_workers!r}")
         if "split" in self.env_kwargs:
             raise ValueError("PPOConfig.env_kwargs: expected no 'split' key (the split field sets it), got "
                              f"{self.env_kwargs}; move it to split:")

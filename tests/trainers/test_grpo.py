@@ -136,7 +136,10 @@ def test_a_tiny_grpo_run_changes_the_parameters_and_logs_the_rollout_metrics(tmp
     assert len(changed) == len(before)  # every tensor moved
     logged = {key for entry in trainer.state.log_history for key in entry}
     assert {"rewards/env_reward/mean", "rewards/outcome/mean", "episodes/turns_mean", "mismatch/ess",
-            "groups/zero_variance"} <= logged
+            "groups/zero_variance", "rollout/max_turns"} <= logged
+    # no overlap by default: on-policy rollouts, no staleness, and TRL's vLLM-only importance sampling stays off
+    assert not {"rollout/staleness", "sampling/importance_sampling_ratio/mean"} & logged
+    assert trainer.rollouts.snapshot is None
     records = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all("episodes/gen_tokens_mean" in record for record in records)
 
@@ -221,8 +224,8 @@ def make_trainer_with_rewards(tmp_path, rewards: list[float | None], **overrides
     engine = trainer.rollouts._engine(trainer)
     play = engine.run
 
-    def play_with_rewards(requests):
-        episodes = play(requests)
+    def play_with_rewards(requests, **kwargs):
+        episodes = play(requests, **kwargs)
         for episode, reward in zip(episodes, rewards, strict=True):
             episode.infra_error = reward is None
             episode.reward = 0.0 if reward is None else reward

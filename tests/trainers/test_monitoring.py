@@ -63,3 +63,16 @@ def test_mismatch_is_none_when_the_sampler_is_the_trainer_and_visible_when_it_is
     shifted = mismatch_statistics(model, episodes)
     assert shifted["mismatch/ess"] < 0.99 and shifted["mismatch/ratio_p99"] > 1.5
     assert torch.isfinite(torch.tensor(list(shifted.values()))).all()
+
+
+def test_a_trainers_batch_metrics_are_logged_averaged_or_at_their_largest(tmp_path):
+    monitor = RolloutMonitor(log_path=tmp_path / "log.jsonl", mismatch_every=0)
+    monitor.observe([episode(1.0)], batch_metrics={"rollout/max_turns": 2.0, "rollout/staleness": 1.0})
+    monitor.observe([episode(0.0)], batch_metrics={"rollout/max_turns": 3.0, "rollout/staleness": 0.0})
+    metrics = monitor.flush(step=4)
+    assert metrics["rollout/max_turns"] == 3.0  # a name holding "max": the largest of the log step's batches
+    assert metrics["rollout/staleness"] == 0.5  # others: their mean
+    record = json.loads((tmp_path / "log.jsonl").read_text())
+    assert record["rollout/max_turns"] == 3.0 and record["rollout/staleness"] == 0.5  # in the episode log too
+    monitor.observe([episode(1.0)])
+    assert "rollout/max_turns" not in monitor.flush(step=5)  # nothing carried over from the last log step
