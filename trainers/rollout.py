@@ -1,14 +1,20 @@
 """The model as an agent of the one episode runner: G episodes per task, token in, token out.
 
 :class:`~agentgym_envs.runner.EpisodeRunner` plays the episodes (resets, concurrent env steps, stop
-reasons, the :class:`~agentgym_envs.runner.Episode` record); this module adds what a model needs. Each
-round, :class:`ModelAgent` continues the token contexts of every running episode in one batch, stopping
-each at ``</tool_call>``, ``</answer>`` or the end of the turn, within a per-turn token limit; the
-decoded action goes to the episode's env. Each observation is tokenized once, wrapped in the template's
-tool-response turn, and appended with ``env_mask`` 0; the sampled ids and their logprobs are appended as
-they came, with ``env_mask`` 1. Nothing is ever re-tokenized from decoded text, so the ids the loss sees
-are the ids that were sampled. :class:`ChatRecorder` is that bookkeeping, shared with the SFT
-demonstrations (scripted actions encoded as the model would have produced them).
+reasons, the :class:`~agentgym_envs.runner.Episode` record, the asynchronous schedule); this module adds
+what a model needs. Whenever episodes wait for a turn, :class:`ModelAgent` continues their token contexts
+in one batch, stopping each at ``</tool_call>``, ``</answer>`` or the end of the turn, within a per-turn
+token limit; the decoded action goes to the episode's env. Each turn is sampled with its own seed (from
+the run's seed, the episode's position and the turn number), so an episode's tokens do not depend on
+which other episodes shared its batch: the asynchronous schedule plays the same episodes as the
+round-synchronous one. The generator keeps each episode's KV cache between its turns (prefix reuse: a
+turn's context is the previous turn's plus new tokens), keyed by the episode and dropped when it ends.
+
+Each observation is tokenized once, wrapped in the template's tool-response turn, and appended with
+``env_mask`` 0; the sampled ids and their logprobs are appended as they came, with ``env_mask`` 1.
+Nothing is ever re-tokenized from decoded text, so the ids the loss sees are the ids that were sampled.
+:class:`ChatRecorder` is that bookkeeping, shared with the SFT demonstrations (scripted actions encoded
+as the model would have produced them).
 
 An episode ends when the agent answers (``terminated``), at the env's turn limit or the engine's
 ``max_turns`` (``truncated``), when the next turn would not fit the context budget (``"context"``), or
@@ -23,7 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import torch
+
 from agentgym_envs.runner import (
+    SCHEDULES,
     AgentTurn,
     EnvPool,
     Episode,
@@ -54,6 +64,12 @@ class RolloutConfig:
             0 decodes greedily (for evaluation).
         top_p: Nucleus sampling.
         tool_workers: Threads running env steps; 1 runs them one after another.
+        schedule: ``"async"`` (episodes advance independently; tools run while other turns are generated) or
+            ``"rounds"`` (round-synchronous); see :class:`~agentgym_envs.runner.EpisodeRunner`.
+        cache_prefixes: Keep each episode's KV cache between its turns (the generator continues it instead of
+            encoding the whole context again).
+        batch_window_s: Async: how long to wait for more env steps returning close together before a turn's
+            batch is generated (see :class:`~agentgym_envs.runner.EpisodeRunner`).
     """
 
     max_turns: int = 4
@@ -63,6 +79,9 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     tool_workers: int = 32
+    schedule: str = "async"
+    cache_prefixes: bool = True
+    batch_window_s: float = 0.01
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_tokens_per_turn < 1 or self.tool_workers < 1:
@@ -73,6 +92,8 @@ class RolloutConfig:
                              f"({self.max_tokens_per_turn}), got {self.min_turn_tokens}")
         if self.temperature < 0:
             raise ValueError(f"RolloutConfig.temperature: expected >= 0 (0 = greedy), got {self.temperature}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"RolloutConfig.schedule: expected one of {SCHEDULES}, got {self.schedule!r}")
 
 
 class ChatRecorder:
@@ -121,7 +142,12 @@ class ModelAgent(ChatRecorder):
         self.generator = generator
         self.tokenizer = tokenizer
         self.config = config
+        self.run_seed = 0
         self._stop_ids = stop_token_ids(tokenizer)
+
+    def begin_run(self) -> None:
+        """Draw the seed of a new batch's sampling from torch's global RNG (``torch.manual_seed`` fixes it)."""
+        self.run_seed = int(torch.randint(0, 2**62, ()).item())
 
     def act(self, episodes: Sequence[Episode], observations: Sequence[str],
             infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | None]:
@@ -135,12 +161,25 @@ class ModelAgent(ChatRecorder):
             return turns
         contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in playing]
         limits = [min(self.config.max_tokens_per_turn, budgets[i]) for i in playing]
+        keys = [id(episodes[i]) for i in playing] if self.config.cache_prefixes else None
+        seeds = [self.turn_seed(episodes[i]) for i in playing]
         generated = self.generator.generate(contexts, limits, stop_token_ids=self._stop_ids,
-                                            temperature=self.config.temperature, top_p=self.config.top_p)
+                                            temperature=self.config.temperature, top_p=self.config.top_p,
+                                            keys=keys, seeds=seeds)
         for i, turn in zip(playing, generated, strict=True):
             action = _strip_turn_end(self.tokenizer.decode(turn.ids, skip_special_tokens=False), self.tokenizer)
             turns[i] = self.record(episodes[i], action, turn.ids, turn.logprobs)
         return turns
+
+    def finish(self, episode: Episode) -> None:
+        """Drop the episode's cached prefix."""
+        if self.config.cache_prefixes:
+            self.generator.release([id(episode)])
+
+    def turn_seed(self, episode: Episode) -> int:
+        """The sampling seed of the episode's next turn: from the run's seed, its position and the turn number."""
+        state = np.random.SeedSequence([self.run_seed, episode.index, len(episode.turns)]).generate_state(2)
+        return int(state[0]) << 31 | int(state[1]) >> 1
 
 
 class RolloutEngine:
@@ -157,11 +196,18 @@ class RolloutEngine:
         self.config = config or RolloutConfig()
         self.envs = envs
         self.agent = ModelAgent(generator, tokenizer, self.config)
-        self.runner = EpisodeRunner(envs, max_turns=self.config.max_turns, workers=self.config.tool_workers)
+        self.runner = EpisodeRunner(envs, max_turns=self.config.max_turns, workers=self.config.tool_workers,
+                                    schedule=self.config.schedule, batch_window_s=self.config.batch_window_s)
 
-    def run(self, requests: Sequence[EpisodeRequest]) -> list[Episode]:
-        """Roll out one episode per request, all in flight together; returns them in request order."""
-        return self.runner.run(self.agent, requests)
+    def run(self, requests: Sequence[EpisodeRequest], *, max_turns: int | None = None) -> list[Episode]:
+        """Roll out one episode per request, all in flight together; returns them in request order.
+
+        Args:
+            requests: One episode each.
+            max_turns: This batch's turn limit instead of ``config.max_turns`` (a horizon curriculum).
+        """
+        self.agent.begin_run()
+        return self.runner.run(self.agent, requests, max_turns=max_turns)
 
 
 def _strip_turn_end(action: str, tokenizer) -> str:

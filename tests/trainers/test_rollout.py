@@ -1,7 +1,11 @@
-"""The rollout engine: token-in/token-out round trip, exact observation spans, concurrency = sequential."""
+"""The rollout engine: token-in/token-out round trip, exact observation spans, concurrency = sequential,
+async = rounds, prefix reuse = none."""
 
 from __future__ import annotations
 
+import itertools
+import random
+import time
 from collections.abc import Sequence
 
 import gymnasium as gym
@@ -33,10 +37,16 @@ class RecordingGenerator:
         self.inner = inner
         self.turns: list[tuple[list[int], GeneratedTurn]] = []
 
+        self.batch_sizes: list[int] = []
+
     def generate(self, contexts: Sequence[list[int]], max_new_tokens: Sequence[int], **kwargs) -> list[GeneratedTurn]:
         turns = self.inner.generate(contexts, max_new_tokens, **kwargs)
         self.turns += [(list(context), turn) for context, turn in zip(contexts, turns, strict=True)]
+        self.batch_sizes.append(len(contexts))
         return turns
+
+    def release(self, keys) -> None:
+        self.inner.release(keys)
 
 
 class ScriptedGenerator:
@@ -51,6 +61,9 @@ class ScriptedGenerator:
         ids = self.tokenizer.encode(self.actions[min(self.calls, len(self.actions) - 1)], add_special_tokens=False)
         self.calls += 1
         return [GeneratedTurn(ids=list(ids), logprobs=[-1.0] * len(ids)) for _ in contexts]
+
+    def release(self, keys) -> None:
+        pass
 
 
 def make_engine(generator, tokenizer, **config) -> RolloutEngine:
@@ -110,6 +123,58 @@ def test_concurrent_tool_calls_give_the_same_episodes_as_sequential_ones(tiny):
     assert [e.completion_ids for e in sequential] == [e.completion_ids for e in concurrent]
     assert [e.env_mask for e in sequential] == [e.env_mask for e in concurrent]
     assert [(e.reward, e.stop_reason) for e in sequential] == [(e.reward, e.stop_reason) for e in concurrent]
+
+
+class ScrambledLatency(gym.Wrapper):
+    """Sleeps a different time after each step (seeded per env), so that episodes return in a scrambled order."""
+
+    def __init__(self, env: gym.Env, seed: int) -> None:
+        super().__init__(env)
+        self.rng = random.Random(seed)
+
+    def step(self, action: str):
+        result = self.env.step(action)
+        time.sleep(self.rng.choice([0.0, 0.002, 0.03]))
+        return result
+
+
+def test_the_async_schedule_plays_the_same_episodes_as_rounds_whatever_the_batches(tiny):
+    model, tokenizer = tiny
+    made = itertools.count()
+    runs, batches = [], []
+    for schedule in ("rounds", "async"):
+        recorder = RecordingGenerator(TransformersGenerator(model, tokenizer.pad_token_id))
+        engine = RolloutEngine(recorder, tokenizer, EnvPool(lambda env_id: ScrambledLatency(
+            gym.make(env_id, split="train"), next(made))), RolloutConfig(
+            max_turns=3, max_tokens_per_turn=12, schedule=schedule, batch_window_s=0.0))
+        torch.manual_seed(3)
+        runs.append(engine.run(group_requests([(ENV_ID, task) for task in TASKS], 2, seed=5)))
+        engine.envs.close()
+        batches.append(recorder.batch_sizes)
+    in_rounds, in_async = runs
+    assert batches[0] != batches[1]  # the schedules really batched the turns differently
+    assert [e.completion_ids for e in in_async] == [e.completion_ids for e in in_rounds]
+    assert [e.env_mask for e in in_async] == [e.env_mask for e in in_rounds]
+    for async_episode, rounds_episode in zip(in_async, in_rounds, strict=True):
+        assert async_episode.logprobs == pytest.approx(rounds_episode.logprobs, abs=1e-4)
+        assert (async_episode.reward, async_episode.stop_reason) == (rounds_episode.reward, rounds_episode.stop_reason)
+
+
+def test_prefix_reuse_plays_the_same_episodes_and_frees_every_cache(tiny):
+    model, tokenizer = tiny
+    runs = []
+    for cache_prefixes in (False, True):
+        generator = TransformersGenerator(model, tokenizer.pad_token_id)
+        engine = make_engine(generator, tokenizer, cache_prefixes=cache_prefixes)
+        torch.manual_seed(4)
+        runs.append(engine.run(group_requests([(ENV_ID, task) for task in TASKS], 2, seed=1)))
+        engine.envs.close()
+        assert generator.cached_keys() == set()  # every episode's cache was dropped when it ended
+    cold, reused = runs
+    assert max(len(e.turns) for e in reused) > 1  # later turns continued a cached prefix
+    assert [e.completion_ids for e in reused] == [e.completion_ids for e in cold]
+    for reused_episode, cold_episode in zip(reused, cold, strict=True):
+        assert reused_episode.logprobs == pytest.approx(cold_episode.logprobs, abs=1e-4)
 
 
 def test_the_context_budget_ends_episodes_cleanly(tiny):
