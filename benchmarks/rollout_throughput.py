@@ -1,33 +1,49 @@
-"""Multi-turn rollout throughput: this project's rollout engine against TRL's own tool loop, side by side.
+"""Multi-turn rollout throughput: this project's rollout engines against TRL's own tool loop, side by side.
 
-One tiny model, warm-started so that it really calls tools, plays the same Search-v0 tasks (the held-out
-``test`` questions, ``G`` episodes each) through three loops, with the same sampling (temperature 1,
-no top-k/top-p), the same per-turn token limit, the same stop tokens and the same turn limit:
+One tiny model, warm-started so that it really calls tools, plays the same Search-v0 tasks (held-out
+questions, ``G`` episodes each; default 32 x 8 = 256 episodes) through each row's loop, with the same
+sampling (temperature 1, no top-k/top-p), the same per-turn token limit, the same stop tokens and the same
+turn limit:
 
     =======================  ==================================================================================
     row                      what is timed
     =======================  ==================================================================================
-    engine-sequential        ``RolloutEngine.run`` with ``tool_workers=1``: env resets, batched generation
-                             each round, then every episode's ``env.step`` one after another
-    engine-concurrent        the same with ``tool_workers=32``: the round's ``env.step`` calls run in threads
+    engine-async             ``RolloutEngine.run`` with ``schedule="async"`` and ``cache_prefixes=True``
+                             (the engine's defaults): whichever episodes wait for a turn are generated
+                             together while the other episodes' tools run (32 tool threads), and each
+                             episode's KV cache is kept between its turns
+    engine-async-nocache     the same with ``cache_prefixes=False``: every turn re-encodes its whole context
+    engine-rounds            ``schedule="rounds"``, ``cache_prefixes=False`` (the engine before issue 22):
+                             every running episode generates one turn, then every env steps (32 threads),
+                             then the next round
     trl-environment-factory  TRL's ``GRPOTrainer`` built with ``environment_factory``, one batch of
                              ``_generate_and_score_completions`` timed from its start to the end of its
                              ``_generate`` (env pool, ``reset``, prompt rendering, generation, response parsing
                              and ``_tool_call_loop``); the scoring after it (rewards, advantages) is not timed
     =======================  ==================================================================================
 
-Each row reports episodes, answered episodes, model turns, executed tool calls, generated (model) tokens, wall time and
-the rates; per tool latency, the ratios of episodes/s: concurrent over sequential (B/A), sequential over TRL
-(A/C) and concurrent over TRL (B/C). Each row keeps the median of ``--repeats`` timed runs. A and B sample
-with the same seed and batches, so they normally generate the same tokens and B/A is the effect of
-concurrent tools alone; C samples its own tokens and plays by its own rules (below), so compare its rates
-and read its counts.
+Each row reports episodes, answered episodes, model turns, executed tool calls, generated (model) tokens, wall
+time and the rates, and how the model was driven: generation calls, contexts per call (the batches the
+scheduler formed; TRL: rows per ``model.generate``), the seconds spent generating and (engine rows) the tokens
+the generator fed to the model (prefill and decode: what prefix reuse saves). Per tool latency the
+ratios of episodes/s and of generated tokens/s: async/rounds, async/trl, rounds/trl, and async/nocache
+(prefix reuse alone) and nocache/rounds (scheduling alone). The issue's targets are printed with pass/fail:
+async/trl episodes/s >= 1.5 at 0 ms and >= 2 under heavy-tailed tools. Each row keeps the median of
+``--repeats`` timed runs; the repeats of a latency are interleaved over the rows (row A, B, C, D, then again),
+so that load from other processes falls on every row alike.
 
-Slow tools: ``--tool-latency-ms 0,50`` runs every row once per latency. A non-zero latency wraps the env
-in :class:`ToolLatency`, which sleeps that long per executed tool call after each ``step`` (``time.sleep``
-releases the GIL, as a sandbox or a retrieval service call does). It models tools slower than the
-in-process BM25 search (~2 ms), such as code in a sandbox; it is a model of latency, not a measured tool.
-All environments share one in-process search index (thread-safe), built before any clock starts.
+Tool latency (``--tool-latency 0,50,lognormal:50``, one set of rows per value): ``0`` adds nothing; ``50`` adds
+a fixed 50 ms per executed tool call; ``lognormal:50`` draws each call's latency from a lognormal with median
+50 ms and p99 10x the median (sigma = ln 10 / 2.326 = 0.99; mean 1.63x the median), from a seeded generator
+per environment (so episode ``i`` of every engine row sees the same draws for its ``k``-th call as long as
+both rows made the same calls before). :class:`ToolLatency` sleeps after each ``step`` (``time.sleep``
+releases the GIL, as a sandbox or a retrieval service call does). It models tools slower than the in-process
+BM25 search (~2 ms), such as code in a sandbox; it is a model of latency, not a measured tool. All
+environments share one in-process search index (thread-safe), built before any clock starts.
+
+The tasks: the 25 single-hop questions of the Search ``test`` split, then those of ``dev`` (50 in all; the
+warm start was trained on single-hop lookups generated from the bundled world, none of them a dev or test
+question). The default 32 tasks are the 25 test questions and the first 7 dev ones.
 
 The warm start: the tiny model (:mod:`trainers.tiny_model`) fine-tuned for ``--sft-steps`` SFT steps on
 lookup demonstrations (search with the question, answer from the results; :mod:`trainers.pipeline`),
@@ -50,17 +66,23 @@ What TRL's loop needs from this model, and how it differs (TRL 1.16, transformer
   (``<|im_end|>``, ``</tool_call>``, ``</answer>``) and ``generation_kwargs={"max_new_tokens": ...}`` set to
   the per-turn limit. TRL then appends the tool turn right after ``</tool_call>`` (its tool suffix starts
   after an EOS), where the engine first closes the turn with ``<|im_end|>``: the contexts differ by that token.
+  TRL runs with ``bf16=False`` (its default is True), so that every row computes in float32.
 - A turn whose tool call does not parse (bad JSON) is, for TRL, plain text without tool calls: the rollout
   ends there. The engine's env answers it with a format-error observation and the episode goes on. With a
-  weak model TRL's rollouts are therefore shorter and answer less often (see ``answered`` and ``turns``);
-  with the tiny model on CPU a batched ``generate`` costs about the same per decoding step whatever the batch,
-  so wall time follows the number of generation rounds, and C's rates at 0 ms latency reflect less work.
+  weak model TRL's rollouts are therefore shorter and answer less often (see ``answered``, ``turns`` and
+  ``gen tokens``): its episodes/s reflect less work per episode; generated tokens/s compares the work done.
+- TRL generates every rollout's turn in one ``model.generate`` over the whole batch (all 256 rows at once,
+  re-encoding each context every turn); the engine's generator splits a call into batches of
+  ``--batch-size`` contexts (64, its default).
 - TRL runs the tools of a batch one rollout after another (async tools run concurrently only within one
-  rollout's calls), so every call's latency is paid in turn, as in row A.
+  rollout's calls), so every call's latency is paid in turn.
+
+On a GPU, ``--device cuda`` moves the model there (TRL then runs with ``use_cpu=False``); the envs and the
+search index stay on the CPU.
 
 Example:
-    python -m benchmarks.rollout_throughput                                  # 8 tasks x 4, latency 0 and 50 ms
-    python -m benchmarks.rollout_throughput --tasks 2 --group 2 --tool-latency-ms 20 --json throughput.json
+    python -m benchmarks.rollout_throughput                        # 32 tasks x 8; 0 ms, 50 ms, lognormal:50
+    python -m benchmarks.rollout_throughput --tasks 2 --group 2 --tool-latency lognormal:20 --json rt.json
 """
 
 from __future__ import annotations
@@ -68,15 +90,20 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
+import itertools
 import json
+import math
 import os
 import platform
+import random
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import gymnasium as gym
@@ -90,11 +117,36 @@ from tasks import Task
 ENV_ID = "agentrl/Search-v0"
 """The environment every row plays (the warm start's demonstrator is Search's)."""
 
-ROWS = ("engine-sequential", "engine-concurrent", "trl-environment-factory")
-"""Every row, in display order: A, B, C."""
+TRL_ROW = "trl-environment-factory"
+"""TRL's own tool loop."""
 
-CONCURRENT_TOOL_WORKERS = 32
-"""Threads running ``env.step`` in the concurrent row."""
+ENGINE_ROWS: dict[str, tuple[str, bool]] = {
+    "engine-async": ("async", True),
+    "engine-async-nocache": ("async", False),
+    "engine-rounds": ("rounds", False),
+}
+"""Each engine row's ``(RolloutConfig.schedule, RolloutConfig.cache_prefixes)``."""
+
+ROWS = (*ENGINE_ROWS, TRL_ROW)
+"""Every row, in display order."""
+
+TOOL_WORKERS = 32
+"""Threads running ``env.step`` in every engine row."""
+
+RATIOS: dict[str, tuple[str, str]] = {
+    "async/rounds": ("engine-async", "engine-rounds"),
+    "async/trl": ("engine-async", TRL_ROW),
+    "rounds/trl": ("engine-rounds", TRL_ROW),
+    "async/nocache": ("engine-async", "engine-async-nocache"),
+    "nocache/rounds": ("engine-async-nocache", "engine-rounds"),
+}
+"""Each ratio's ``(numerator row, denominator row)``."""
+
+LOGNORMAL_SIGMA = math.log(10) / NormalDist().inv_cdf(0.99)
+"""Sigma of the heavy-tailed latency: its p99 is 10x its median (~0.99)."""
+
+HELD_OUT_SPLITS = ("test", "dev")
+"""Where the benchmark's questions come from, in order (single-hop questions only)."""
 
 TOOL_CALLING_TEMPLATE = (
     "{%- for message in messages %}"
@@ -125,22 +177,27 @@ class Settings:
         max_tokens_per_turn: Most tokens generated in one turn.
         max_context_tokens: Token budget of prompt plus all turns (TRL: ``max_completion_length``, the budget
             after the prompt; the prompts are a few dozen tokens).
+        batch_size: Most contexts per batch of the engine's generator (TRL generates the whole batch at once).
         sft_steps: Warm-start SFT steps.
         train_questions: Generated training questions the demonstrations are played on.
-        seed: Seed of the warm start and of each row's sampling.
+        seed: Seed of the warm start, of each row's sampling and of the tool latencies.
+        device: Where the model runs (``cpu``, ``cuda``).
     """
 
-    tasks: int = 8
-    group: int = 4
+    tasks: int = 32
+    group: int = 8
     max_turns: int = 3
     max_tokens_per_turn: int = 48
     max_context_tokens: int = 1024
+    batch_size: int = 64
     sft_steps: int = 200
     train_questions: int = 400
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
-        for name in ("tasks", "group", "max_turns", "max_tokens_per_turn", "sft_steps", "train_questions"):
+        for name in ("tasks", "group", "max_turns", "max_tokens_per_turn", "batch_size", "sft_steps",
+                     "train_questions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
 
@@ -151,36 +208,74 @@ class Row:
 
     Attributes:
         name: One of :data:`ROWS`.
-        tool_latency_ms: Latency added per tool call.
+        tool_latency: The latency added per tool call (:attr:`ToolLatencyModel.label`).
         episodes: Episodes played.
         answered: Episodes that ended with an ``<answer>``.
         turns: Model turns over all episodes.
         tool_calls: Tool calls executed.
         generated_tokens: Tokens the model generated (observation and template tokens excluded).
         wall_s: Timed wall-clock seconds.
+        generation_calls: Calls to the generator (engine) or to ``model.generate`` (TRL).
+        generation_contexts: Contexts over all those calls.
+        generation_s: Seconds spent in those calls.
+        fed_tokens: Tokens the engine's generator fed to the model (prefill and decode; 0 for TRL).
+        reused_tokens: Context tokens the engine's generator took from an episode's KV cache instead.
         episodes_per_s: ``episodes / wall_s``.
         tokens_per_s: ``generated_tokens / wall_s``.
         tool_calls_per_s: ``tool_calls / wall_s``.
+        contexts_per_call: ``generation_contexts / generation_calls``: the batches the loop formed.
     """
 
     name: str
-    tool_latency_ms: float
+    tool_latency: str
     episodes: int
     answered: int
     turns: int
     tool_calls: int
     generated_tokens: int
     wall_s: float
+    generation_calls: int = 0
+    generation_contexts: int = 0
+    generation_s: float = 0.0
+    fed_tokens: int = 0
+    reused_tokens: int = 0
     episodes_per_s: float = 0.0
     tokens_per_s: float = 0.0
     tool_calls_per_s: float = 0.0
+    contexts_per_call: float = 0.0
 
     @classmethod
-    def measured(cls, name: str, latency_ms: float, episodes: int, answered: int, turns: int, tool_calls: int,
-                 generated_tokens: int, wall_s: float) -> Row:
-        """A row with its rates computed from the counts and the wall time."""
-        return cls(name, latency_ms, episodes, answered, turns, tool_calls, generated_tokens, wall_s,
-                   episodes / wall_s, generated_tokens / wall_s, tool_calls / wall_s)
+    def measured(cls, name: str, latency: str, episodes: int, answered: int, turns: int, tool_calls: int,
+                 generated_tokens: int, wall_s: float, meter: GenerationMeter | None = None, fed_tokens: int = 0,
+                 reused_tokens: int = 0) -> Row:
+        """A row with its rates computed from the counts, the wall time and the generation ``meter``."""
+        meter = meter or GenerationMeter()
+        return cls(name, latency, episodes, answered, turns, tool_calls, generated_tokens, wall_s, meter.calls,
+                   meter.contexts, meter.seconds, fed_tokens, reused_tokens, episodes / wall_s,
+                   generated_tokens / wall_s, tool_calls / wall_s, meter.contexts / meter.calls if meter.calls else 0.0)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A ratio the issue asks for, at the latencies it applies to.
+
+    Attributes:
+        ratio: One of :data:`RATIOS` (of episodes/s).
+        heavy_tailed: Applies to the lognormal latencies if True, to 0 ms if False.
+        at_least: The ratio asked for.
+    """
+
+    ratio: str
+    heavy_tailed: bool
+    at_least: float
+
+    def applies(self, latency: ToolLatencyModel) -> bool:
+        """Whether the target is checked at ``latency``."""
+        return latency.lognormal if self.heavy_tailed else latency == ToolLatencyModel(0.0)
+
+
+TARGETS = (Target("async/trl", heavy_tailed=False, at_least=1.5), Target("async/trl", heavy_tailed=True, at_least=2.0))
+"""Issue 22: >= 1.5x TRL's loop at 0 ms and >= 2x under heavy-tailed tools (episodes/s)."""
 
 
 @dataclass
@@ -189,41 +284,109 @@ class Report:
 
     Attributes:
         rows: Measured rows, by latency then :data:`ROWS` order.
-        ratios: Per latency (ms, as text), episodes/s ratios ``B/A``, ``A/C`` and ``B/C``.
+        ratios: Per latency label, per ratio of :data:`RATIOS`, ``{"episodes": ..., "tokens": ...}``: the
+            ratios of episodes/s and of generated tokens/s.
+        targets: Per :data:`TARGETS` entry and applicable latency: the ratio measured and whether it passed.
         settings: The shared settings.
         repeats: Timed runs per row (the median is reported).
+        wall_s: Wall time of the whole run (warm start or load, warm-up and every timed run).
         warm_model: Where the warm-started model is cached.
-        machine: CPU count, torch threads, platform and Python version.
+        machine: CPU count, torch threads, device, platform and Python version.
     """
 
     rows: list[Row] = field(default_factory=list)
-    ratios: dict[str, dict[str, float]] = field(default_factory=dict)
+    ratios: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    targets: list[dict[str, Any]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     repeats: int = 1
+    wall_s: float = 0.0
     warm_model: str = ""
     machine: dict[str, str] = field(default_factory=dict)
 
 
-# ------------------------------------------------------------------------------------- environment
+# ------------------------------------------------------------------------------------------ latency
+
+
+@dataclass(frozen=True)
+class ToolLatencyModel:
+    """Latency added per tool call: a fixed ``median_ms``, or lognormal around it (p99 = 10x the median).
+
+    Attributes:
+        median_ms: The fixed latency, or the lognormal's median.
+        lognormal: Draw each call's latency (heavy-tailed) instead of a fixed one.
+    """
+
+    median_ms: float
+    lognormal: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.median_ms >= 0 or (self.lognormal and self.median_ms == 0):
+            raise ValueError(f"tool latency: expected a median >= 0 ms (> 0 for lognormal), got {self.median_ms}")
+
+    @property
+    def label(self) -> str:
+        """``"50"`` or ``"lognormal:50"``: what :meth:`parse` reads back."""
+        return f"lognormal:{self.median_ms:g}" if self.lognormal else f"{self.median_ms:g}"
+
+    @classmethod
+    def parse(cls, text: str) -> ToolLatencyModel:
+        """``"50"`` (fixed ms) or ``"lognormal:50"`` (median ms)."""
+        kind, _, value = text.strip().rpartition(":")
+        if kind not in ("", "lognormal"):
+            raise ValueError(f"tool latency: expected MS or lognormal:MS, got {text!r}")
+        try:
+            median_ms = float(value)
+        except ValueError as exc:
+            raise ValueError(f"tool latency: expected MS or lognormal:MS, got {text!r}") from exc
+        return cls(median_ms, lognormal=kind == "lognormal")
+
+    def sampler(self, seed: str) -> LatencySampler:
+        """Draws of this latency, in seconds, from a generator seeded with ``seed``."""
+        return LatencySampler(self, seed)
+
+
+class LatencySampler:
+    """Seconds of latency per tool call, drawn from a seeded generator; safe to call from several threads.
+
+    Args:
+        model: What to draw.
+        seed: The generator's seed (e.g. the run seed and the env's index), so that the draws are reproducible.
+    """
+
+    def __init__(self, model: ToolLatencyModel, seed: str) -> None:
+        self.model = model
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        """One tool call's latency in seconds."""
+        median_s = self.model.median_ms / 1000.0
+        if not self.model.lognormal:
+            return median_s
+        with self._lock:
+            return self._random.lognormvariate(math.log(median_s), LOGNORMAL_SIGMA)
 
 
 class ToolLatency(gym.Wrapper):
-    """Adds ``latency_s`` of sleep per tool call to each ``step``, modelling slower tools than the env's own.
+    """Sleeps after each ``step`` for one latency draw per tool call the step ran, modelling slower tools.
 
     Args:
         env: The environment.
-        latency_s: Seconds slept per tool call the step ran.
+        latency: Draws one tool call's latency in seconds.
     """
 
-    def __init__(self, env: gym.Env, latency_s: float) -> None:
+    def __init__(self, env: gym.Env, latency: Callable[[], float]) -> None:
         super().__init__(env)
-        self.latency_s = latency_s
+        self.latency = latency
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Step the env, then sleep ``latency_s`` per tool call it made."""
+        """Step the env, then sleep one draw per tool call it made."""
         result = self.env.step(action)
-        time.sleep(self.latency_s * len(result[4].get("tool_calls", ())))
+        time.sleep(sum(self.latency() for _ in result[4].get("tool_calls", ())))
         return result
+
+
+# ------------------------------------------------------------------------------------------ workload
 
 
 @dataclass(frozen=True)
@@ -240,20 +403,26 @@ class Workload:
 
     @classmethod
     def load(cls, count: int) -> Workload:
-        """The first ``count`` single-hop questions of the held-out Search test split, and their index."""
+        """The first ``count`` single-hop questions of :data:`HELD_OUT_SPLITS`, and their index."""
         from agentgym_envs.search import BM25Retriever, resolve_corpus
         from agentgym_envs.search.env import DEFAULT_CORPUS
-        from trainers.pipeline import PipelineConfig, search_job
+        from tasks import load_split
 
-        tasks = search_job(PipelineConfig(envs=["search"])).held_out
+        tasks = [task for split in HELD_OUT_SPLITS for task in load_split("Search", split) if task.family == "single"]
         if count > len(tasks):
-            raise ValueError(f"tasks: expected at most {len(tasks)} (the held-out single-hop questions), got {count}")
+            raise ValueError(f"tasks: expected at most {len(tasks)} (the held-out single-hop questions of "
+                             f"{' and '.join(HELD_OUT_SPLITS)}), got {count}")
         return cls(tasks[:count], BM25Retriever(resolve_corpus(DEFAULT_CORPUS)))
 
-    def make_env(self, latency_ms: float) -> gym.Env:
-        """Search-v0 over the tasks, the question alone as the prompt, slowed by ``latency_ms`` per tool call."""
+    def make_env(self, latency: ToolLatencyModel, seed: str) -> gym.Env:
+        """Search-v0 over the tasks, the question alone as the prompt, slowed by ``latency`` drawn with ``seed``."""
         env = gym.make(ENV_ID, tasks=list(self.tasks), prompt_style="task", retriever=self.retriever)
-        return ToolLatency(env, latency_ms / 1000.0) if latency_ms > 0 else env
+        return ToolLatency(env, latency.sampler(seed)) if latency.median_ms > 0 else env
+
+
+def env_seed(settings: Settings, index: int) -> str:
+    """The latency seed of the ``index``-th env a row builds (the env of episode ``index``)."""
+    return f"{settings.seed}:{index}"
 
 
 # -------------------------------------------------------------------------------------- warm model
@@ -303,18 +472,70 @@ def build_warm_model(settings: Settings, directory: Path) -> None:
 # ------------------------------------------------------------------------------------- engine rows
 
 
-def run_engine(model, tokenizer, workload: Workload, settings: Settings, latency_ms: float,
-               tool_workers: int) -> Row:
-    """Rows A and B: one ``RolloutEngine.run`` over every episode, timed whole."""
+@dataclass
+class GenerationMeter:
+    """Generation calls, the contexts they carried and the seconds they took.
+
+    Attributes:
+        calls: Calls so far.
+        contexts: Contexts (batch rows) over all calls.
+        seconds: Wall-clock seconds inside the calls.
+    """
+
+    calls: int = 0
+    contexts: int = 0
+    seconds: float = 0.0
+
+    def timed(self, method: Callable[..., Any], batch_size: Callable[..., int]) -> Callable[..., Any]:
+        """``method`` counted: ``batch_size(*args, **kwargs)`` is how many contexts a call carries."""
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.calls += 1
+                self.contexts += batch_size(*args, **kwargs)
+
+        return wrapper
+
+
+class MeteredGenerator:
+    """A :class:`~trainers.generation.Generator` that counts its ``generate`` calls in a :class:`GenerationMeter`.
+
+    Args:
+        generator: The generator doing the work.
+    """
+
+    def __init__(self, generator) -> None:
+        self.generator = generator
+        self.meter = GenerationMeter()
+        self.generate = self.meter.timed(generator.generate, lambda contexts, *_, **__: len(contexts))
+
+    def release(self, keys: Iterable[Any]) -> None:
+        """Forget the cached prefixes of ``keys``."""
+        self.generator.release(keys)
+
+
+def run_engine(name: str, model, tokenizer, workload: Workload, settings: Settings,
+               latency: ToolLatencyModel) -> Row:
+    """An engine row (:data:`ENGINE_ROWS`): one ``RolloutEngine.run`` over every episode, timed whole."""
     import torch
 
     from trainers.generation import TransformersGenerator
     from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
 
+    schedule, cache_prefixes = ENGINE_ROWS[name]
     config = RolloutConfig(max_turns=settings.max_turns, max_tokens_per_turn=settings.max_tokens_per_turn,
-                           max_context_tokens=settings.max_context_tokens, tool_workers=tool_workers)
-    pool = EnvPool(lambda env_id: workload.make_env(latency_ms))
-    engine = RolloutEngine(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, pool, config)
+                           max_context_tokens=settings.max_context_tokens, tool_workers=TOOL_WORKERS,
+                           schedule=schedule, cache_prefixes=cache_prefixes)
+    built = itertools.count()
+    pool = EnvPool(lambda env_id: workload.make_env(latency, env_seed(settings, next(built))))
+    transformers = TransformersGenerator(model, tokenizer.pad_token_id, batch_size=settings.batch_size,
+                                         cache_prefixes=cache_prefixes)
+    generator = MeteredGenerator(transformers)
+    engine = RolloutEngine(generator, tokenizer, pool, config)
     requests = group_requests([(ENV_ID, task) for task in workload.tasks], settings.group, settings.seed)
     try:
         pool.take(requests)  # build the envs before the clock starts (TRL's are built before too)
@@ -324,10 +545,10 @@ def run_engine(model, tokenizer, workload: Workload, settings: Settings, latency
         wall_s = time.perf_counter() - started
     finally:
         pool.close()
-    name = "engine-sequential" if tool_workers == 1 else "engine-concurrent"
-    return Row.measured(name, latency_ms, len(episodes), sum(e.terminated for e in episodes),
+    return Row.measured(name, latency.label, len(episodes), sum(e.terminated for e in episodes),
                         sum(len(e.turns) for e in episodes), sum(len(e.tool_calls) for e in episodes),
-                        sum(sum(e.env_mask) for e in episodes), wall_s)
+                        sum(sum(e.env_mask) for e in episodes), wall_s, generator.meter, transformers.fed_tokens,
+                        transformers.reused_tokens)
 
 
 # ---------------------------------------------------------------------------------------- TRL row
@@ -341,11 +562,12 @@ class SearchTools:
 
     Args:
         workload: The tasks ``reset`` can be asked for (by id) and the search index.
-        latency_ms: Latency added per tool call (see :class:`ToolLatency`).
+        latency: Latency added per tool call (see :class:`ToolLatency`).
+        seed: Seed of the latency draws.
     """
 
-    def __init__(self, workload: Workload, latency_ms: float) -> None:
-        self._env = workload.make_env(latency_ms)
+    def __init__(self, workload: Workload, latency: ToolLatencyModel, seed: str) -> None:
+        self._env = workload.make_env(latency, seed)
         self._tasks = {task.id: task for task in workload.tasks}
         self.tool_calls = 0
 
@@ -431,7 +653,8 @@ def build_trl_trainer(model, tokenizer, tasks: Sequence[Task], settings: Setting
         num_generations=settings.group, max_completion_length=settings.max_context_tokens,
         max_tool_calling_iterations=settings.max_turns - 1,
         generation_kwargs={"max_new_tokens": settings.max_tokens_per_turn}, temperature=1.0, top_p=1.0, top_k=0,
-        use_cpu=True, report_to=[], save_strategy="no", seed=settings.seed, max_steps=1, disable_tqdm=True)
+        use_cpu=settings.device == "cpu", bf16=False, report_to=[], save_strategy="no", seed=settings.seed,
+        max_steps=1, disable_tqdm=True)
     return GRPOTrainer(model=policy, reward_funcs=answer_reward, args=args,
                        train_dataset=Dataset.from_list(trl_inputs(tasks, 1)),
                        processing_class=trl_tokenizer(tokenizer), environment_factory=ready.pop)
@@ -442,16 +665,21 @@ def trl_inputs(tasks: Sequence[Task], group: int) -> list[dict[str, Any]]:
     return [{"prompt": [{"role": "user", "content": ""}], "task_id": task.id} for task in tasks for _ in range(group)]
 
 
-def run_trl(model, tokenizer, workload: Workload, settings: Settings, latency_ms: float) -> Row:
-    """Row C: one batch of TRL's own generation and tool loop over every episode."""
+def run_trl(model, tokenizer, workload: Workload, settings: Settings, latency: ToolLatencyModel) -> Row:
+    """TRL's row: one batch of TRL's own generation and tool loop over every episode."""
     import torch
 
     tasks = workload.tasks
-    environments = [SearchTools(workload, latency_ms) for _ in range(len(tasks) * settings.group)]
+    episodes = len(tasks) * settings.group
+    # TRL's pool takes one env per rollout, in rollout order, from the factory (``list.pop``): reversed, so
+    # that rollout i gets the env seeded as the engine's env of episode i.
+    environments = [SearchTools(workload, latency, env_seed(settings, index)) for index in reversed(range(episodes))]
+    meter = GenerationMeter()
     try:
         with tempfile.TemporaryDirectory() as output_dir:
             trainer = build_trl_trainer(model, tokenizer, tasks, settings, environments, output_dir)
             trainer.model.train()
+            trainer.model.generate = meter.timed(trainer.model.generate, lambda **inputs: len(inputs["input_ids"]))
             trainer._generate, captured = _timed(trainer._generate)
             torch.manual_seed(settings.seed)
             started = time.perf_counter()
@@ -462,9 +690,9 @@ def run_trl(model, tokenizer, workload: Workload, settings: Settings, latency_ms
     _, _, tool_mask, completions, *_ = captured["output"]
     answered = sum("<answer>" in (messages[-1].get("content") or "") for messages in completions)
     turns = sum(message["role"] == "assistant" for messages in completions for message in messages)
-    return Row.measured("trl-environment-factory", latency_ms, len(completions), answered, turns,
+    return Row.measured(TRL_ROW, latency.label, len(completions), answered, turns,
                         sum(environment.tool_calls for environment in trainer.environments),
-                        sum(map(sum, tool_mask)), captured["finished"] - started)
+                        sum(map(sum, tool_mask)), captured["finished"] - started, meter)
 
 
 def _timed(method: Callable[..., Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
@@ -482,80 +710,131 @@ def _timed(method: Callable[..., Any]) -> tuple[Callable[..., Any], dict[str, An
 # ------------------------------------------------------------------------------------------ runner
 
 
-def run_benchmark(settings: Settings, latencies_ms: Sequence[float] = (0.0, 50.0),
-                  rows: Sequence[str] = ROWS, repeats: int = 3) -> Report:
+def run_benchmark(settings: Settings, latencies: Sequence[ToolLatencyModel] = (ToolLatencyModel(0.0),),
+                  rows: Sequence[str] = ROWS, repeats: int = 3,
+                  on_row: Callable[[Row], None] | None = None) -> Report:
     """Warm-start (or load) the model and measure ``rows`` at each tool latency.
 
     Args:
         settings: Shared settings.
-        latencies_ms: Latency added per tool call, one set of rows each.
+        latencies: Latency added per tool call, one set of rows each.
         rows: Which of :data:`ROWS` to measure.
-        repeats: Timed runs per row; the row keeps the run of median wall time (every run of a row samples
-            with the same seed, so the runs differ in time only).
+        repeats: Timed runs per row, interleaved over the rows; the row keeps the run of median wall time (every
+            run of a row samples with the same seed, so the runs differ in time only).
+        on_row: Called with every timed run as it ends (progress).
     """
     import torch
 
+    started = time.perf_counter()
     report = Report(settings=asdict(settings), repeats=repeats, warm_model=str(warm_model_dir(settings)), machine={
-        "cpus": str(os.cpu_count()), "torch_threads": str(torch.get_num_threads()),
+        "cpus": str(os.cpu_count()), "torch_threads": str(torch.get_num_threads()), "device": device_name(settings),
         "platform": platform.platform(), "python": platform.python_version()})
     model, tokenizer = load_warm_model(settings)
+    model.to(settings.device)
     workload = Workload.load(settings.tasks)
     try:
-        run_engine(model, tokenizer, workload, Settings(group=1, max_turns=1), 0.0, 1)  # warm-up, untimed
-        for latency in latencies_ms:
-            for name in rows:
-                runs = [measure_row(name, model, tokenizer, workload, settings, latency) for _ in range(repeats)]
-                report.rows.append(sorted(runs, key=lambda row: row.wall_s)[len(runs) // 2])
+        run_engine("engine-async", model, tokenizer, workload, Settings(group=1, max_turns=1),  # warm-up, untimed
+                   ToolLatencyModel(0.0))
+        for latency in latencies:
+            runs: dict[str, list[Row]] = {name: [] for name in rows}
+            for _ in range(repeats):
+                for name in rows:
+                    runs[name].append(measure_row(name, model, tokenizer, workload, settings, latency))
+                    if on_row is not None:
+                        on_row(runs[name][-1])
+            report.rows += [sorted(measured, key=lambda row: row.wall_s)[len(measured) // 2]
+                            for measured in runs.values()]
     finally:
         workload.retriever.close()
     report.ratios = ratios(report.rows)
+    report.targets = check_targets(report.ratios, latencies)
+    report.wall_s = time.perf_counter() - started
     return report
 
 
-def measure_row(name: str, model, tokenizer, workload: Workload, settings: Settings, latency_ms: float) -> Row:
+def device_name(settings: Settings) -> str:
+    """The device the model runs on, in words (the GPU's name on CUDA)."""
+    import torch
+
+    if settings.device.startswith("cuda"):
+        return f"{settings.device} ({torch.cuda.get_device_name(torch.device(settings.device))})"
+    return settings.device
+
+
+def measure_row(name: str, model, tokenizer, workload: Workload, settings: Settings,
+                latency: ToolLatencyModel) -> Row:
     """Measure one row at one latency."""
-    if name == "trl-environment-factory":
-        return run_trl(model, tokenizer, workload, settings, latency_ms)
-    workers = 1 if name == "engine-sequential" else CONCURRENT_TOOL_WORKERS
-    return run_engine(model, tokenizer, workload, settings, latency_ms, workers)
+    if name == TRL_ROW:
+        return run_trl(model, tokenizer, workload, settings, latency)
+    return run_engine(name, model, tokenizer, workload, settings, latency)
 
 
-def ratios(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
-    """Per latency, the episodes/s ratios B/A, A/C and B/C among the rows measured."""
-    result: dict[str, dict[str, float]] = {}
-    for latency in dict.fromkeys(row.tool_latency_ms for row in rows):
-        rate = {row.name: row.episodes_per_s for row in rows if row.tool_latency_ms == latency}
-        pairs = {"B/A": ("engine-concurrent", "engine-sequential"), "A/C": ("engine-sequential",
-                 "trl-environment-factory"), "B/C": ("engine-concurrent", "trl-environment-factory")}
-        result[f"{latency:g}"] = {label: rate[top] / rate[bottom] for label, (top, bottom) in pairs.items()
-                                  if top in rate and bottom in rate}
+def ratios(rows: Sequence[Row]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per latency, each ratio of :data:`RATIOS` whose two rows were measured: of episodes/s and of tokens/s."""
+    result: dict[str, dict[str, dict[str, float]]] = {}
+    for latency in dict.fromkeys(row.tool_latency for row in rows):
+        measured = {row.name: row for row in rows if row.tool_latency == latency}
+        result[latency] = {label: {"episodes": measured[top].episodes_per_s / measured[bottom].episodes_per_s,
+                                   "tokens": measured[top].tokens_per_s / measured[bottom].tokens_per_s}
+                           for label, (top, bottom) in RATIOS.items() if top in measured and bottom in measured}
     return result
+
+
+def check_targets(measured: dict[str, dict[str, dict[str, float]]],
+                  latencies: Sequence[ToolLatencyModel]) -> list[dict[str, Any]]:
+    """Each of :data:`TARGETS` at each latency it applies to whose ratio was measured, passed or not."""
+    return [{"ratio": target.ratio, "tool_latency": latency.label, "at_least": target.at_least,
+             "measured": measured[latency.label][target.ratio]["episodes"],
+             "passed": measured[latency.label][target.ratio]["episodes"] >= target.at_least}
+            for target in TARGETS for latency in latencies
+            if target.applies(latency) and target.ratio in measured.get(latency.label, {})]
 
 
 # ------------------------------------------------------------------------------------------ report
 
 
 def render(report: Report, console: Console) -> None:
-    """Print the table and the ratios."""
-    settings = report.settings
-    title = (f"Rollout throughput on {ENV_ID}: {settings['tasks']} tasks x {settings['group']}, "
-             f"<= {settings['max_turns']} turns of <= {settings['max_tokens_per_turn']} tokens, "
-             f"median of {report.repeats} ({report.machine['cpus']} CPUs, {report.machine['torch_threads']} "
-             "torch threads)")
-    table = Table(title=title)
+    """Print the rows, the ratios and the targets."""
+    console.print(rows_table(report))
+    console.print(ratios_table(report))
+    for target in report.targets:
+        verdict = "PASS" if target["passed"] else "FAIL"
+        console.print(f"target {target['ratio']} episodes/s >= {target['at_least']:g}x at tool latency "
+                      f"{target['tool_latency']} ms: {target['measured']:.2f}x {verdict}")
+    console.print(f"whole run {report.wall_s:.0f} s (warm model load or build, warm-up, every timed run)")
+
+
+def rows_table(report: Report) -> Table:
+    """The measured rows."""
+    settings, machine = report.settings, report.machine
+    table = Table(title=f"Rollout throughput on {ENV_ID}: {settings['tasks']} tasks x {settings['group']}, "
+                        f"<= {settings['max_turns']} turns of <= {settings['max_tokens_per_turn']} tokens, "
+                        f"median of {report.repeats} ({machine['cpus']} CPUs, {machine['torch_threads']} torch "
+                        f"threads, {machine['device']})")
     columns = ("tool ms", "row", "episodes", "answered", "turns", "tool calls", "gen tokens", "wall s",
-               "episodes/s", "tokens/s", "calls/s")
+               "episodes/s", "tokens/s", "calls/s", "gen calls", "ctx/call", "gen s", "fed tokens")
     for column in columns:
-        table.add_column(column, justify="left" if column == "row" else "right", no_wrap=True)
+        table.add_column(column, justify="left" if column in ("row", "tool ms") else "right", no_wrap=True)
     for row in report.rows:
-        table.add_row(f"{row.tool_latency_ms:g}", row.name, str(row.episodes), str(row.answered), str(row.turns),
+        table.add_row(row.tool_latency, row.name, str(row.episodes), str(row.answered), str(row.turns),
                       str(row.tool_calls), str(row.generated_tokens), f"{row.wall_s:.2f}", f"{row.episodes_per_s:.2f}",
-                      f"{row.tokens_per_s:,.0f}", f"{row.tool_calls_per_s:.1f}")
-    console.print(table)
+                      f"{row.tokens_per_s:,.0f}", f"{row.tool_calls_per_s:.1f}", str(row.generation_calls),
+                      f"{row.contexts_per_call:.1f}", f"{row.generation_s:.2f}",
+                      f"{row.fed_tokens}" if row.name != TRL_ROW else "-")
+    return table
+
+
+def ratios_table(report: Report) -> Table:
+    """Per latency, each ratio of episodes/s and of generated tokens/s."""
+    labels = list(dict.fromkeys(label for values in report.ratios.values() for label in values))
+    table = Table(title="Ratios per tool latency: episodes/s (generated tokens/s)")
+    table.add_column("tool ms", no_wrap=True)
+    for label in labels:
+        table.add_column(label, justify="right", no_wrap=True)
     for latency, values in report.ratios.items():
-        shown = ", ".join(f"{label} {value:.2f}x" for label, value in values.items())
-        console.print(f"tool latency {latency} ms, episodes/s ratios: {shown}")
-    console.print("A = engine-sequential, B = engine-concurrent, C = trl-environment-factory")
+        table.add_row(latency, *(f"{values[label]['episodes']:.2f}x ({values[label]['tokens']:.2f}x)"
+                                 if label in values else "-" for label in labels))
+    return table
 
 
 def write_json(report: Report, path: Path) -> None:
@@ -563,14 +842,14 @@ def write_json(report: Report, path: Path) -> None:
     path.write_text(json.dumps(asdict(report), indent=2) + "\n")
 
 
-def parse_latencies(text: str) -> list[float]:
-    """``"0,50"`` -> ``[0.0, 50.0]``; each latency must be >= 0."""
+def parse_latencies(text: str) -> list[ToolLatencyModel]:
+    """``"0,50,lognormal:50"`` -> fixed 0 ms, fixed 50 ms, lognormal with median 50 ms."""
     try:
-        values = [float(part) for part in text.split(",") if part.strip()]
+        values = [ToolLatencyModel.parse(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected comma-separated milliseconds like 0,50, got {text!r}") from exc
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected one or more latencies >= 0 ms, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{exc} (e.g. 0,50,lognormal:50)") from exc
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected one or more latencies like 0,50,lognormal:50, got {text!r}")
     return values
 
 
@@ -584,17 +863,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-turns", type=int, default=defaults.max_turns, help="most model turns per episode")
     parser.add_argument("--max-tokens-per-turn", type=int, default=defaults.max_tokens_per_turn,
                         help="most tokens generated per turn")
-    parser.add_argument("--tool-latency-ms", type=parse_latencies, default=[0.0, 50.0], metavar="MS[,MS...]",
-                        help="sleep added per tool call (models slow tools); one set of rows per value")
+    parser.add_argument("--tool-latency", type=parse_latencies, default=parse_latencies("0,50,lognormal:50"),
+                        metavar="L[,L...]", help="latency added per tool call, one set of rows per value: MS "
+                        "(fixed) or lognormal:MS (median MS, p99 10x the median, seeded per env)")
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), help="rows to measure")
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size,
+                        help="most contexts per batch of the engine's generator")
+    parser.add_argument("--device", default=defaults.device, help="where the model runs: cpu or cuda")
     parser.add_argument("--sft-steps", type=int, default=defaults.sft_steps, help="warm-start SFT steps")
     parser.add_argument("--train-questions", type=int, default=defaults.train_questions,
                         help="generated questions the warm-start demonstrations are played on")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="warm-start and sampling seed")
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="warm-start, sampling and latency seed")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per row (the median is reported)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own choice)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers to PATH")
     return parser
+
+
+def print_progress(row: Row) -> None:
+    """One line on stderr per timed run."""
+    print(f"[{time.strftime('%H:%M:%S')}] {row.tool_latency} ms {row.name}: {row.episodes} episodes in "
+          f"{row.wall_s:.1f} s ({row.episodes_per_s:.2f}/s, {row.tokens_per_s:,.0f} tokens/s)", file=sys.stderr,
+          flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -604,8 +894,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings(tasks=args.tasks, group=args.group, max_turns=args.max_turns,
-                            max_tokens_per_turn=args.max_tokens_per_turn, sft_steps=args.sft_steps,
-                            train_questions=args.train_questions, seed=args.seed)
+                            max_tokens_per_turn=args.max_tokens_per_turn, batch_size=args.batch_size,
+                            sft_steps=args.sft_steps, train_questions=args.train_questions, seed=args.seed,
+                            device=args.device)
     except ValueError as exc:
         raise SystemExit(f"--{str(exc).replace('_', '-')}") from exc
     if args.repeats < 1:
@@ -614,8 +905,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    report = run_benchmark(settings, args.tool_latency_ms, args.rows, args.repeats)
-    render(report, Console(width=None if sys.stdout.isatty() else 140))
+    report = run_benchmark(settings, args.tool_latency, args.rows, args.repeats, on_row=print_progress)
+    render(report, Console(width=None if sys.stdout.isatty() else 200))
     if args.json is not None:
         write_json(report, args.json)
     return 0
