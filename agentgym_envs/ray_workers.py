@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -77,8 +76,6 @@ def connect_ray(address: str | None = None, *, num_cpus: int = 2,
         object_store_memory: Bytes of a local cluster's object store (ignored when joining).
     """
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    if address is None:
-        _loopback_only()
     import ray
 
     if ray.is_initialized():
@@ -86,18 +83,18 @@ def connect_ray(address: str | None = None, *, num_cpus: int = 2,
     if address is not None:
         ray.init(address=address, logging_level="WARNING")
         return
+    _loopback_only()
     ray.init(num_cpus=num_cpus, object_store_memory=object_store_memory, include_dashboard=False,
              _node_ip_address="127.0.0.1", logging_level="WARNING")
 
 
 def _loopback_only() -> None:
-    """Ray's single-machine mode: a local cluster's services bind and connect on 127.0.0.1, not on the host's
-    address (its processes read the variable; a driver that imported ``ray`` already reads the constant)."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    if "ray" in sys.modules:
-        from ray._private import ray_constants
+    """Ray's single-machine mode, in which a local cluster's services bind and connect on 127.0.0.1 instead of the
+    host's address: the processes it starts read the variable, this one the constant (it stays in that mode)."""
+    from ray._private import ray_constants
 
-        ray_constants.ENABLE_RAY_CLUSTER = False
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def ray_env_factory(env_kwargs: Mapping[str, Mapping[str, Any]] | None = None, *,

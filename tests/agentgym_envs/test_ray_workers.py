@@ -1,11 +1,15 @@
 """Envs in Ray actors behave as local envs, and a killed actor is an infrastructure fault that is replaced.
 
 One local Ray cluster (loopback only, no dashboard, no usage statistics) serves the whole module.
+Search-v0's snippets depend on the process's string-hash seed (float sums over a set of terms break
+ties differently), so the local reference runs in one Ray worker with the env actors' pinned
+``PYTHONHASHSEED``: in-process envs there, envs in actors here, the same interpreter seed.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -14,7 +18,6 @@ import gymnasium as gym
 import pytest
 from gymnasium.error import ResetNeeded
 
-import agentgym_envs  # noqa: F401  (registers the ids)
 from agentgym_envs import EnvConfigError, describe
 from agentgym_envs.policies import SearchOraclePolicy
 from agentgym_envs.policies.base import ScriptedAgent, answer_action, prompt_only, tool_call_action
@@ -30,21 +33,59 @@ KWARGS = {"split": "test"}
 TASKS = load_split("Search", "test")[:4]
 SEARCH = tool_call_action("search", query=TASKS[0].prompt, k=3)
 ACTIONS = [SEARCH, "not an action", tool_call_action("open", doc_id="no-such-doc"), answer_action(TASKS[0].answer[0])]
+PINNED = {"runtime_env": {"env_vars": {"PYTHONHASHSEED": "0"}}}
+ACTOR_OPTIONS = {"num_cpus": 0.25, **PINNED}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_cluster() -> Iterator[None]:
     """A local cluster for the module, shut down at its end."""
     connect_ray(num_cpus=2)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
     yield
     ray.shutdown()
 
 
 @pytest.fixture
 def remote() -> Iterator[RemoteEnv]:
-    env = ray_env_factory({ENV_ID: KWARGS})(ENV_ID)
+    env = factory()(ENV_ID)
     yield env
     env.close()
+
+
+def factory() -> Any:
+    return ray_env_factory({ENV_ID: KWARGS}, actor_options=ACTOR_OPTIONS)
+
+
+def in_local_process(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in one Ray worker whose hash seed is the env actors' (the local reference)."""
+    return ray.get(ray.remote(fn).options(**PINNED).remote(*args))
+
+
+def make_local(env_id: str) -> gym.Env:
+    import agentgym_envs  # noqa: F401  (registers the ids in the Ray worker this runs in)
+
+    return gym.make(env_id, **KWARGS)
+
+
+def play_locally(actions: Sequence[str]) -> tuple:
+    """Reset on the first task and play ``actions`` in an in-process env: results, trajectory, tasks."""
+    env = make_local(ENV_ID)
+    try:
+        reset = env.reset(seed=7, options={"task": TASKS[0]})
+        steps = [env.step(action) for action in actions]
+        return reset, steps, env.unwrapped.trajectory, list(env.unwrapped.tasks)
+    finally:
+        env.close()
+
+
+def run_batch_locally(tasks: Sequence[Task]) -> list[Episode]:
+    """The oracle's batch on in-process envs."""
+    pool = EnvPool(make_local)
+    try:
+        return EpisodeRunner(pool).run(oracle(), requests(tasks))
+    finally:
+        pool.close()
 
 
 def without_timing(info: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,31 +136,22 @@ def outcome(episode: Episode) -> tuple:
 @pytest.fixture(scope="module")
 def local_episodes() -> list[Episode]:
     """The oracle's batch on local envs: what the remote envs must reproduce."""
-    pool = EnvPool(lambda env_id: gym.make(env_id, **KWARGS))
-    try:
-        return EpisodeRunner(pool).run(oracle(), requests(TASKS))
-    finally:
-        pool.close()
+    return in_local_process(run_batch_locally, TASKS)
 
 
 # --- a remote env is the same env ----------------------------------------------------------------
 
 
 def test_remote_env_gives_the_same_observations_rewards_and_infos_as_a_local_env(remote: RemoteEnv) -> None:
-    local = gym.make(ENV_ID, **KWARGS)
-    try:
-        options = {"task": TASKS[0]}
-        assert remote.reset(seed=7, options=options) == local.reset(seed=7, options=options)
-        for action in ACTIONS:
-            observation, reward, terminated, truncated, info = remote.step(action)
-            expected = local.step(action)
-            assert (observation, reward, terminated, truncated) == expected[:4]
-            assert without_timing(info) == without_timing(expected[4])
-        assert terminated and reward > 0  # the scripted answer is right: the rewards compared are not all 0
-        assert remote.unwrapped.trajectory == local.unwrapped.trajectory
-        assert list(remote.unwrapped.tasks) == list(local.unwrapped.tasks)
-    finally:
-        local.close()
+    reset, steps, trajectory, tasks = in_local_process(play_locally, ACTIONS)
+    assert remote.reset(seed=7, options={"task": TASKS[0]}) == reset
+    for action, expected in zip(ACTIONS, steps, strict=True):
+        observation, reward, terminated, truncated, info = remote.step(action)
+        assert (observation, reward, terminated, truncated) == expected[:4]
+        assert without_timing(info) == without_timing(expected[4])
+    assert terminated and reward > 0  # the scripted answer is right: the rewards compared are not all 0
+    assert remote.unwrapped.trajectory == trajectory
+    assert list(remote.unwrapped.tasks) == tasks
 
 
 def test_describe_reads_the_remote_env_as_the_local_one(remote: RemoteEnv) -> None:
@@ -150,7 +182,7 @@ def test_an_env_that_cannot_be_made_in_its_actor_is_a_clear_error() -> None:
 
 
 def test_runner_over_remote_envs_plays_the_batch_as_on_local_envs(local_episodes: list[Episode]) -> None:
-    pool = EnvPool(ray_env_factory({ENV_ID: KWARGS}))
+    pool = EnvPool(factory())
     try:
         episodes = EpisodeRunner(pool).run(oracle(), requests(TASKS))
         envs = pool.take(requests(TASKS))
@@ -186,7 +218,7 @@ class KillingAgent:
 
 def test_a_killed_actor_makes_an_infra_episode_and_is_replaced_for_the_next_batch(
         local_episodes: list[Episode]) -> None:
-    pool = EnvPool(ray_env_factory({ENV_ID: KWARGS}))
+    pool = EnvPool(factory())
     try:
         victim = pool.take(requests(TASKS))[0]
         agent = KillingAgent(victim)
