@@ -7,6 +7,7 @@ text (a requirement of same-seed, same-episode determinism).
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 
@@ -85,7 +86,7 @@ def best_passage(text: str, term_weights: Mapping[str, float], find_terms: TermF
         while j < len(sentences) and (j == i or sentences[j][1] - sentences[i][0] <= width):
             covered |= terms[j]
             j += 1
-        score = sum(term_weights[t] for t in covered)
+        score = math.fsum(term_weights[t] for t in covered)  # exact: the same whatever the set's order
         if score > best_score:
             best_score, best = score, (i, j - 1)
     start, end = sentences[best[0]][0], sentences[best[1]][1]

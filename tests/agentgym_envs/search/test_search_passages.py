@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from agentgym_envs.search import Tokenizer, best_passage, paginate
@@ -59,3 +63,24 @@ def test_tokenizer_positions_agree_with_its_tokens():
     wanted = {"founder", "found", "marrowick"}
     assert tokenizer.find(text, wanted) == [(o, t) for o, t in positions if t in wanted]
     assert tokenizer.find("İstanbul was FOUNDED", {"found"}) == [(13, "found")]  # lower() lengthens İ
+
+
+FIRST_OBSERVATIONS = """
+import hashlib, gymnasium as gym, agentgym_envs
+from tasks import load_split
+env = gym.make("agentrl/Search-v0", split="train")
+digest = hashlib.sha256()
+for task in load_split("Search", "train")[:40]:
+    env.reset(seed=0, options={"task": task})
+    action = '<tool_call>{"name": "search", "arguments": {"query": "%s"}}</tool_call>' % task.prompt.replace('"', "")
+    digest.update(env.step(action)[0].encode())
+print(digest.hexdigest())
+"""
+
+
+def test_snippets_are_the_same_in_every_process_whatever_its_hash_seed():
+    # a float sum over a set of terms depends on the set's order, which depends on PYTHONHASHSEED; before the sum
+    # was exact, four hash seeds gave four different digests of these observations
+    digests = {subprocess.run([sys.executable, "-c", FIRST_OBSERVATIONS], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    assert len(digests) == 1
