@@ -1,9 +1,8 @@
 """Envs in Ray actors behave as local envs, and a killed actor is an infrastructure fault that is replaced.
 
-One local Ray cluster (loopback only, no dashboard, no usage statistics) serves the whole module.
-Search-v0's snippets depend on the process's string-hash seed (float sums over a set of terms break
-ties differently), so the local reference runs in one Ray worker with the env actors' pinned
-``PYTHONHASHSEED``: in-process envs there, envs in actors here, the same interpreter seed.
+One local Ray cluster (loopback only, no dashboard, no usage statistics) serves the whole module; the
+local reference runs in this process (the env actors are other processes with other string-hash seeds,
+which must not change what an env returns).
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ KWARGS = {"split": "test"}
 TASKS = load_split("Search", "test")[:4]
 SEARCH = tool_call_action("search", query=TASKS[0].prompt, k=3)
 ACTIONS = [SEARCH, "not an action", tool_call_action("open", doc_id="no-such-doc"), answer_action(TASKS[0].answer[0])]
-PINNED = {"runtime_env": {"env_vars": {"PYTHONHASHSEED": "0"}}}
-ACTOR_OPTIONS = {"num_cpus": 0.25, **PINNED}
+ACTOR_OPTIONS = {"num_cpus": 0.25}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -57,14 +55,7 @@ def factory() -> Any:
     return ray_env_factory({ENV_ID: KWARGS}, actor_options=ACTOR_OPTIONS)
 
 
-def in_local_process(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` in one Ray worker whose hash seed is the env actors' (the local reference)."""
-    return ray.get(ray.remote(fn).options(**PINNED).remote(*args))
-
-
 def make_local(env_id: str) -> gym.Env:
-    import agentgym_envs  # noqa: F401  (registers the ids in the Ray worker this runs in)
-
     return gym.make(env_id, **KWARGS)
 
 
@@ -136,14 +127,14 @@ def outcome(episode: Episode) -> tuple:
 @pytest.fixture(scope="module")
 def local_episodes() -> list[Episode]:
     """The oracle's batch on local envs: what the remote envs must reproduce."""
-    return in_local_process(run_batch_locally, TASKS)
+    return run_batch_locally(TASKS)
 
 
 # --- a remote env is the same env ----------------------------------------------------------------
 
 
 def test_remote_env_gives_the_same_observations_rewards_and_infos_as_a_local_env(remote: RemoteEnv) -> None:
-    reset, steps, trajectory, tasks = in_local_process(play_locally, ACTIONS)
+    reset, steps, trajectory, tasks = play_locally(ACTIONS)
     assert remote.reset(seed=7, options={"task": TASKS[0]}) == reset
     for action, expected in zip(ACTIONS, steps, strict=True):
         observation, reward, terminated, truncated, info = remote.step(action)
