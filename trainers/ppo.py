@@ -29,6 +29,12 @@ Design choices:
   policy's (updated after every optimiser step), and each token's surrogate is weighted by
   ``pi_prox / pi_old`` to correct for the episodes having been sampled by the policy at collection time.
   Without it the proximal policy *is* that policy and the weight is 1: plain PPO.
+* **Off-policy overlap** (``overlap_rollouts``). The next update's episodes are rolled out in a background
+  thread by a snapshot of the policy (copied once, refreshed between updates) while this update trains,
+  so they were sampled by the policy one update old. The loss is then decoupled PPO: the ratio is taken
+  against the policy at the start of the update (or the EWMA policy) and each token is weighted by
+  ``pi_prox / pi_behaviour``, the behaviour being the sampling logprobs the episodes carry. A batch more
+  than ``max_staleness`` updates old is rolled out again.
 * The policy is kept in eval mode (dropout off): dropout would make the ratio noisy for no benefit here.
 
 Example:
@@ -52,6 +58,7 @@ from torch import Tensor, nn
 
 from tasks import Task, load_split
 from trainers.generation import TransformersGenerator
+from trainers.grpo import PolicySnapshot, RolloutBatch, RolloutPrefetch, ray_env_factory
 from trainers.ppo_config import PPOConfig
 from trainers.rollout import EnvPool, Episode, EpisodeRequest, RolloutConfig, RolloutEngine, group_requests
 from trainers.scoring import token_logprobs
@@ -228,8 +235,9 @@ class TokenTerms:
         logprobs: Under the current policy (with gradient).
         entropy: Of the current policy (with gradient).
         values: Of the current value head (with gradient).
-        old_logprobs: Under the policy at collection time.
-        proximal_logprobs: Under the proximal policy (``old_logprobs`` unless PPO-EWMA).
+        old_logprobs: Under the policy that sampled the tokens (the behaviour policy).
+        proximal_logprobs: Under the proximal policy (unless PPO-EWMA, the policy at the start of the update: with
+            on-policy rollouts, ``old_logprobs``).
         ref_logprobs: Under the frozen reference, or None without a KL term.
         old_values: Values at collection time.
         advantages: Turn-level advantages broadcast to tokens.
@@ -291,13 +299,18 @@ def ppo_loss(terms: TokenTerms, config: PPOConfig) -> tuple[Tensor, dict[str, fl
 
 @dataclass(frozen=True)
 class RolloutTargets:
-    """Per kept episode, per agent token: what the update's minibatches compare against (all on CPU)."""
+    """Per kept episode, per agent token: what the update's minibatches compare against (all on CPU).
+
+    ``old_logprobs`` are the policy's at the start of the update; ``behaviour_logprobs`` those the episodes were
+    sampled with, when that was an older policy (overlap), else None (the same policy).
+    """
 
     old_logprobs: list[Tensor]
     old_values: list[Tensor]
     ref_logprobs: list[Tensor] | None
     advantages: list[Tensor]
     returns: list[Tensor]
+    behaviour_logprobs: list[Tensor] | None = None
 
 
 class PPOTrainer:
@@ -325,6 +338,13 @@ class PPOTrainer:
         self.ewma = frozen_copy(model) if config.ppo_ewma else None
         self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.learning_rate,
                                            weight_decay=config.weight_decay)
+        self.snapshot, self.prefetch = None, None
+        if config.overlap_rollouts:
+            if engine is not None:
+                raise ValueError("PPOTrainer: expected no engine= with overlap_rollouts (the trainer builds one that "
+                                 "generates with its snapshot of the policy)")
+            self.snapshot, self.prefetch = PolicySnapshot(model), RolloutPrefetch()
+            engine = make_engine(config, self.snapshot.model, tokenizer)
         self.engine = engine if engine is not None else make_engine(config, model, tokenizer)
         self.tasks = list(tasks) if tasks is not None else load_split(task_env_name(config.env_id), config.split)
         random.Random(config.seed).shuffle(self.tasks)
@@ -341,13 +361,35 @@ class PPOTrainer:
         """
         history = []
         for step in range(self.config.max_steps):
-            max_turns = self.config.max_turns_at(step)
-            metrics = self.update(self.engine.run(self.requests(step), max_turns=max_turns))
-            metrics["rollout/max_turns"] = float(max_turns)
+            batch = self._rollouts_overlapped(step) if self.prefetch is not None else self._rollouts(step)
+            metrics = self.update(batch.episodes, stale=batch.version < step)
+            metrics |= batch.metrics(step, overlapped=self.prefetch is not None)
             history.append(metrics)
             if on_update is not None:
                 on_update(step, metrics)
         return history
+
+    def _rollouts(self, step: int) -> RolloutBatch:
+        """Roll out update ``step``'s episodes now, with the policy as it is (through the snapshot, if any)."""
+        if self.snapshot is not None:
+            self.snapshot.refresh(self.policy.model, step)
+        max_turns = self.config.max_turns_at(step)
+        return RolloutBatch(self.engine.run(self.requests(step), max_turns=max_turns), version=step,
+                            max_turns=max_turns)
+
+    def _rollouts_overlapped(self, step: int) -> RolloutBatch:
+        """The episodes rolled out in the background during the last update, or (none, or more than
+        ``max_staleness`` updates old) rolled out now; then the next update's start in the background, by the
+        snapshot refreshed with the weights as they are now (no update is running)."""
+        batch = self.prefetch.take()
+        if batch is None or step - batch.version > self.config.max_staleness:
+            batch = dataclasses.replace(self._rollouts(step), regenerated=batch is not None)
+        if step + 1 < self.config.max_steps:
+            self.snapshot.refresh(self.policy.model, step)
+            requests, max_turns = self.requests(step + 1), self.config.max_turns_at(step + 1)
+            self.prefetch.start(lambda: self.engine.run(requests, max_turns=max_turns), version=step,
+                                max_turns=max_turns)
+        return batch
 
     def requests(self, step: int) -> list[EpisodeRequest]:
         """The episodes of update ``step``: the next ``tasks_per_step`` tasks of the shuffled list, cycling."""
@@ -358,8 +400,13 @@ class PPOTrainer:
         return group_requests([(self.config.env_id, task) for task in chosen], self.config.episodes_per_task,
                               seed=self.config.seed + step * count * self.config.episodes_per_task)
 
-    def update(self, episodes: Sequence[Episode]) -> dict[str, float]:
+    def update(self, episodes: Sequence[Episode], *, stale: bool = False) -> dict[str, float]:
         """One PPO update on a batch of rollouts; infra-error episodes and episodes without agent tokens are dropped.
+
+        Args:
+            episodes: The batch.
+            stale: They were sampled by an older policy (overlap): their sampling logprobs are the behaviour
+                policy's, and each token is weighted by ``pi_prox / pi_behaviour``.
 
         Returns:
             Averages over the update's optimiser steps, and statistics of the batch (``rollout_logprob_gap``: mean
@@ -370,7 +417,7 @@ class PPOTrainer:
         if not kept:
             logger.warning("PPO update skipped: every episode of the batch was dropped (infra errors or empty)")
             return metrics
-        targets, batch_metrics = self._targets(kept)
+        targets, batch_metrics = self._targets(kept, stale=stale)
         steps = [self._step(kept, targets, minibatch) for _ in range(self.config.num_ppo_epochs)
                  for minibatch in self._minibatches(len(kept))]
         return metrics | batch_metrics | {key: sum(step[key] for step in steps) / len(steps) for key in steps[0]}
@@ -395,16 +442,18 @@ class PPOTrainer:
                 ref_logprobs += policy_logprobs(self.reference, batch, self.config.temperature).cpu().split(counts)
         return old_logprobs, old_values, ref_logprobs if self.reference is not None else None
 
-    def _targets(self, episodes: Sequence[Episode]) -> tuple[RolloutTargets, dict[str, float]]:
+    def _targets(self, episodes: Sequence[Episode], *, stale: bool = False) -> tuple[RolloutTargets, dict[str, float]]:
         """Score the episodes and compute their turn-level advantages; also statistics of the batch."""
         old_logprobs, old_values, ref_logprobs = self._score(episodes)
         gae = [episode_targets(episode, values, self.config.gamma, self.config.lam)
                for episode, values in zip(episodes, old_values, strict=True)]
         raw_advantages = torch.cat([advantages for advantages, _ in gae])
         advantages = whiten(raw_advantages) if self.config.whiten_advantages else raw_advantages
+        behaviour = [sampling_logprobs(episode) for episode in episodes]
         targets = RolloutTargets(old_logprobs, old_values, ref_logprobs,
-                                 list(advantages.split([len(a) for a, _ in gae])), [returns for _, returns in gae])
-        sampled = torch.cat([sampling_logprobs(episode) for episode in episodes])
+                                 list(advantages.split([len(a) for a, _ in gae])), [returns for _, returns in gae],
+                                 behaviour_logprobs=behaviour if stale else None)
+        sampled = torch.cat(behaviour)
         return targets, {"reward_mean": sum(episode.reward for episode in episodes) / len(episodes),
                          "agent_tokens": float(len(raw_advantages)),
                          "advantage_mean": raw_advantages.mean().item(),
@@ -421,7 +470,8 @@ class PPOTrainer:
             return torch.cat([tensors[row] for row in rows]).to(self.device)
 
         old_logprobs = pick(targets.old_logprobs)
-        terms = TokenTerms(logprobs=logprobs, entropy=entropy, values=values, old_logprobs=old_logprobs,
+        behaviour = old_logprobs if targets.behaviour_logprobs is None else pick(targets.behaviour_logprobs)
+        terms = TokenTerms(logprobs=logprobs, entropy=entropy, values=values, old_logprobs=behaviour,
                            proximal_logprobs=self._proximal_logprobs(batch, old_logprobs),
                            ref_logprobs=pick(targets.ref_logprobs) if targets.ref_logprobs is not None else None,
                            old_values=pick(targets.old_values), advantages=pick(targets.advantages),
@@ -458,8 +508,12 @@ class PPOTrainer:
         return directory
 
     def close(self) -> None:
-        """Close the engine's environments."""
-        self.engine.envs.close()
+        """Wait for episodes still rolling out in the background (the thread ends), then close the environments."""
+        try:
+            if self.prefetch is not None:
+                self.prefetch.close()
+        finally:
+            self.engine.envs.close()
 
 
 # --- Set-up -----------------------------------------------------------------------------------------------------
@@ -494,8 +548,6 @@ def make_engine(config: PPOConfig, model: nn.Module, tokenizer) -> RolloutEngine
                             max_context_tokens=config.max_context_tokens, temperature=config.temperature)
     env_kwargs = {"split": config.split, **config.env_kwargs}
     if config.env_workers == "ray":
-        from trainers.grpo import ray_env_factory
-
         envs = EnvPool(ray_env_factory({config.env_id: env_kwargs}, config.ray_address))
     else:
         envs = EnvPool(lambda env_id: gym.make(env_id, **env_kwargs))

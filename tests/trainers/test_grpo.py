@@ -158,6 +158,8 @@ def test_zero_variance_groups_are_dropped_from_the_loss(tmp_path):
 def test_config_checks_say_how_to_fix(tmp_path):
     with pytest.raises(ValueError, match="env_kwargs: expected keys among envs"):
         make_config(tmp_path, env_kwargs={"agentrl/Other-v0": {}})
+    with pytest.raises(ValueError, match=r"env_workers: expected one of \('local', 'ray'\), got 'docker'"):
+        make_config(tmp_path, env_workers="docker")
     config = make_config(tmp_path, env_kwargs=json.dumps({ENV_ID: {"families": ["single"]}}))
     assert config.env_kwargs == {ENV_ID: {"families": ["single"]}}
     assert config.rollout_config().max_tokens_per_turn == 8

@@ -131,3 +131,41 @@ def test_overlap_settings_that_cannot_work_are_refused(tmp_path, overrides, mess
     with pytest.raises(ValueError, match=message):
         make_config(tmp_path, **(OVERLAP | overrides))
     make_config(tmp_path, **(OVERLAP | overrides | {"overlap_rollouts": False}))  # fine without the overlap
+
+
+def test_ppo_overlap_trains_on_batches_one_update_old_weighted_by_the_behaviour_policy():
+    from tasks import load_split
+    from trainers.ppo import PPOTrainer
+    from trainers.ppo_config import PPOConfig
+    from trainers.tiny_model import load_or_build_tiny_model
+
+    model, tokenizer = load_or_build_tiny_model()
+    config = PPOConfig(device="cpu", max_steps=3, tasks_per_step=2, episodes_per_task=2, max_turns=2,
+                       max_tokens_per_turn=8, num_ppo_epochs=1, minibatch_size=4, learning_rate=1e-2,
+                       overlap_rollouts=True)
+    trainer = PPOTrainer(config, model, tokenizer, tasks=load_split("Search", "train")[:6])
+    assert trainer.engine.agent.generator.model is trainer.snapshot.model  # the snapshot generates
+    try:
+        history = trainer.train()
+    finally:
+        trainer.close()
+    assert not any(thread.name.startswith("rollout-prefetch") for thread in threading.enumerate())
+    assert trainer.engine.envs._envs == {}
+    assert [metrics["rollout/staleness"] for metrics in history] == [0, 1, 1]
+    fresh, *stale = history
+    assert fresh["rollout_logprob_gap"] < 1e-3 and fresh["behaviour_weight_max"] == 1.0  # on policy: plain PPO
+    for metrics in stale:  # sampled by the policy one update old: pi_prox / pi_behaviour reweights the tokens
+        assert metrics["rollout_logprob_gap"] > 1e-2 and metrics["behaviour_weight_max"] > 1.0
+    assert trainer.snapshot.version == 1  # the last batch was rolled out by the weights after update 1
+
+
+def test_ppo_overlap_builds_its_own_engine():
+    from trainers.ppo import PPOTrainer, make_engine
+    from trainers.ppo_config import PPOConfig
+    from trainers.tiny_model import load_or_build_tiny_model
+
+    model, tokenizer = load_or_build_tiny_model()
+    engine = make_engine(PPOConfig(), model, tokenizer)
+    with pytest.raises(ValueError, match="expected no engine= with overlap_rollouts"):
+        PPOTrainer(PPOConfig(device="cpu", overlap_rollouts=True), model, tokenizer, engine=engine, tasks=[])
+    engine.envs.close()

@@ -165,6 +165,8 @@ def test_ppo_ewma_single_step_average_is_exact(tiny, engine, episodes) -> None:
     ({"minibatch_size": 9, "tasks_per_step": 2, "episodes_per_task": 4}, "PPOConfig.minibatch_size"),
     ({"kl_coef": -0.1}, "PPOConfig.kl_coef"),
     ({"env_kwargs": {"split": "dev"}}, "PPOConfig.env_kwargs"),
+    ({"env_workers": "slurm"}, "PPOConfig.env_workers: expected 'local' or 'ray'"),
+    ({"overlap_rollouts": True, "max_staleness": 0}, "PPOConfig.max_staleness"),
 ])
 def test_config_rejects_bad_values_with_a_message_naming_the_field(overrides, message) -> None:
     with pytest.raises(ValueError, match=message):
