@@ -92,7 +92,8 @@ class AgentGRPOConfig(GRPOConfig):
         "help": "Where the environments run: 'local' (this process's threads) or 'ray' (one Ray actor per env, "
                 "agentgym_envs.ray_workers; needs the ray extra)."})
     ray_address: str | None = field(default=None, metadata={
-        "help": "With env_workers 'ray': the address of the Ray cluster to join (None: Ray's default, a local one)."})
+        "help": "With env_workers 'ray': the Ray cluster to join ('auto' or 'HEAD_IP:6379'); None starts a local, "
+                "loopback-only one (agentgym_envs.ray_workers.connect_ray)."})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -465,6 +466,14 @@ def _zero_variance(rewards: Sequence[float | None]) -> bool:
     return len({reward for reward in rewards if reward is not None}) < 2
 
 
+def _padded_mask(rows: Sequence[Sequence[int]], width: int) -> torch.Tensor:
+    """The rows' 0/1 masks right-padded with 0 (or cut) to ``width`` columns."""
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for index, row in enumerate(rows):
+        mask[index, :min(len(row), width)] = torch.tensor(list(row[:width]), dtype=torch.long)
+    return mask
+
+
 def _never_empty(episode: Episode, eos_token_id: int) -> Episode:
     """An episode that ended at reset has no completion; TRL needs one token, so it gets a masked end token."""
     if not episode.completion_ids:
@@ -571,6 +580,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         super().__init__(*args, rollout_func=rollouts, **kwargs)
         self.rollouts = rollouts
         self._agent_tokens: Any = None  # the loss's token mask while :meth:`_compute_loss` runs on the agent's tokens
+        self._rollout_env_mask: list[list[int]] | None = None  # the batch's env_mask while it is scored (overlap)
 
     def _compute_loss(self, model, inputs: dict[str, Any]):
         """TRL's loss; on a CPU, with the output head run at the agent's tokens only.
@@ -593,9 +603,29 @@ class AgentGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """TRL's; with ``overlap_rollouts``, with its importance-sampling correction on
-        (:meth:`_stale_rollout_correction`)."""
+        (:meth:`_stale_rollout_correction`).
+
+        The correction needs ``old_per_token_logps``; on a CPU they are computed with the output head at the
+        agent's tokens only (as the loss's) and kept at 0 elsewhere, so that the loss can score the agent's
+        tokens only too (:meth:`_scores_agent_tokens_only`): both then give 0 off the agent's tokens, where
+        the importance ratio is 1 and the loss mask 0.
+        """
         with self._stale_rollout_correction():
-            return super()._generate_and_score_completions(inputs)
+            try:
+                output = super()._generate_and_score_completions(inputs)
+            finally:
+                self._rollout_env_mask = None
+        old_logps = output.get("old_per_token_logps")
+        if self.args.overlap_rollouts and old_logps is not None and \
+                self._agent_head_applies(self.model, output["completion_ids"]):
+            output["old_per_token_logps"] = old_logps * output["completion_mask"] * output["tool_mask"]
+        return output
+
+    def _generate(self, prompts: list):
+        """TRL's; keeps the rollouts' ``env_mask`` while the batch is scored (the agent's tokens of each row)."""
+        generated = super()._generate(prompts)
+        self._rollout_env_mask = generated[2]
+        return generated
 
     @contextmanager
     def _stale_rollout_correction(self) -> Iterator[None]:
@@ -618,23 +648,38 @@ class AgentGRPOTrainer(GRPOTrainer):
             self.use_vllm = False
 
     def _scores_agent_tokens_only(self, model, inputs: dict[str, Any]) -> bool:
-        return (inputs["completion_ids"].device.type == "cpu" and self.accelerator.num_processes == 1
-                and inputs.get("old_per_token_logps") is None
-                and not self.aux_loss_enabled and inputs.get("pixel_values") is None
-                and has_plain_output_head(self.accelerator.unwrap_model(model)))
+        """Whether the loss may run the output head at the agent's tokens only: on a CPU, in one process, with a
+        plain head, and with no stored old logprobs unless they are 0 off the agent's tokens too (the overlap's,
+        :meth:`_generate_and_score_completions`)."""
+        return ((inputs.get("old_per_token_logps") is None or self.args.overlap_rollouts)
+                and inputs.get("pixel_values") is None and self._agent_head_applies(model, inputs["completion_ids"]))
+
+    def _agent_head_applies(self, model, completion_ids: torch.Tensor) -> bool:
+        return (completion_ids.device.type == "cpu" and self.accelerator.num_processes == 1
+                and not self.aux_loss_enabled and has_plain_output_head(self.accelerator.unwrap_model(model)))
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args: Any,
                                            **kwargs: Any):
-        """TRL's, or while :meth:`_compute_loss` scores the agent's tokens only, those logprobs and entropies
-        (0 elsewhere)."""
-        if self._agent_tokens is None:
+        """TRL's, or while :meth:`_compute_loss` scores the agent's tokens only (or, with ``overlap_rollouts``,
+        while the policy's old logprobs of a new batch are computed), those logprobs and entropies (0 elsewhere)."""
+        agent_tokens = self._agent_tokens
+        if agent_tokens is None and kwargs.get("pixel_values") is None and \
+                self._scores_old_logps_on_agent_tokens(model, input_ids):
+            agent_tokens = _padded_mask(self._rollout_env_mask, logits_to_keep).to(input_ids.device)
+        if agent_tokens is None:
             return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                               *args, **kwargs)
-        scored = torch.cat([self._agent_tokens.new_zeros(input_ids[:, :-logits_to_keep].shape), self._agent_tokens], 1)
+        scored = torch.cat([agent_tokens.new_zeros(input_ids[:, :-logits_to_keep].shape), agent_tokens], 1)
         with self.accelerator.autocast():
             scores = label_scores(model, input_ids, attention_mask, input_ids.masked_fill(scored == 0, -100),
                                   self.temperature)
         return scores.log_probs[:, -logits_to_keep:], scores.entropy[:, -logits_to_keep:], None
+
+    def _scores_old_logps_on_agent_tokens(self, model, input_ids: torch.Tensor) -> bool:
+        """With ``overlap_rollouts``: TRL's no-grad pass of the policy over a batch just rolled out (old logprobs)."""
+        return (self.args.overlap_rollouts and self._rollout_env_mask is not None and model is self.model
+                and not torch.is_grad_enabled() and len(self._rollout_env_mask) == input_ids.shape[0]
+                and self._agent_head_applies(model, input_ids))
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """Add the rollout metrics gathered since the last log, then log as TRL does."""

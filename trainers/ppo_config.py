@@ -40,7 +40,8 @@ class PPOConfig:
         "help": "Where the environments run: 'local' (this process's threads) or 'ray' (one Ray actor per env, "
                 "agentgym_envs.ray_workers; needs the ray extra)."})
     ray_address: str | None = field(default=None, metadata={
-        "help": "With env_workers 'ray': the address of the Ray cluster to join (None: Ray's default, a local one)."})
+        "help": "With env_workers 'ray': the Ray cluster to join ('auto' or 'HEAD_IP:6379'); None starts a local, "
+                "loopback-only one (agentgym_envs.ray_workers.connect_ray)."})
 
     # Rollouts.
     max_steps: int = field(default=2, metadata={"help": "PPO updates to run (one batch of rollouts each)."})

@@ -95,12 +95,23 @@ def test_env_tokens_get_exactly_zero_gradient_and_their_logits_do_not_change_the
         trainer.rollouts.close()
 
 
-def test_on_cpu_the_head_runs_on_agent_tokens_only_and_the_loss_and_gradient_match_trls_head(tmp_path):
-    trainer = make_trainer(tmp_path, bf16=False)  # float32: the two heads may differ only by summation order
+@pytest.mark.parametrize("overrides", [
+    {},
+    # overlap: TRL's importance-sampling correction, with old logprobs (agent tokens only, 0 elsewhere) in the batch
+    {"overlap_rollouts": True, "vllm_importance_sampling_mode": "token_truncate"},
+])
+def test_on_cpu_the_head_runs_on_agent_tokens_only_and_the_loss_and_gradient_match_trls_head(tmp_path, overrides):
+    trainer = make_trainer(tmp_path, bf16=False, **overrides)  # float32: the heads differ only by summation order
     try:
         rows = [{"prompt": f"{SLOT_PREFIX}{i // 2}"} for i in range(4)]
         torch.manual_seed(0)
         inputs = trainer._generate_and_score_completions(rows)
+        assert ("old_per_token_logps" in inputs) == bool(overrides)
+        if overrides:  # the first batch is on policy: old logprobs are the sampling ones, and 0 off the agent's tokens
+            agent = loss_mask(inputs).bool()
+            old = inputs["old_per_token_logps"]
+            assert torch.allclose(old[agent], inputs["sampling_per_token_logps"][agent], atol=1e-4)
+            assert torch.all(old[~agent] == 0)
         head_rows = []
         handle = trainer.model.get_output_embeddings().register_forward_hook(
             lambda module, args, output: head_rows.append(args[0].shape[0]))
@@ -327,3 +338,23 @@ def test_several_processes_need_whole_groups_on_each(tmp_path):
         rollouts.seed_process(0, num_processes=2)
     rollouts.seed_process(0, num_processes=1)  # one process holds every group whole
     assert rollouts.rng is not None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_env_workers_ray_builds_remote_envs_on_a_local_cluster(tmp_path):
+    ray = pytest.importorskip("ray")
+    from agentgym_envs.ray_workers import RemoteEnv
+    from trainers.grpo import default_env_factory
+
+    config = make_config(tmp_path, env_workers="ray", env_kwargs={ENV_ID: {"split": "train"}})
+    try:
+        env = default_env_factory(config)(ENV_ID)  # joins (here: starts) a loopback-only cluster first
+        try:
+            assert isinstance(env, RemoteEnv)
+            observation, _ = env.reset(seed=0)
+            assert observation and env.actor_id is not None  # played in an actor
+        finally:
+            env.close()
+    finally:
+        ray.shutdown()
