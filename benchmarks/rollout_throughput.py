@@ -22,15 +22,47 @@ turn limit:
                              and ``_tool_call_loop``); the scoring after it (rewards, advantages) is not timed
     =======================  ==================================================================================
 
+``engine-rounds`` is the round-synchronous schedule of the engine before issue 22 on the generator of today
+(its own decode loop, rows leaving the batch as they finish), not the generator of then (``model.generate``,
+with which the issue measured 0.70x TRL's episodes/s at 0 ms on 32 episodes).
+
 Each row reports episodes, answered episodes, model turns, executed tool calls, generated (model) tokens, wall
-time and the rates, and how the model was driven: generation calls, contexts per call (the batches the
-scheduler formed; TRL: rows per ``model.generate``), the seconds spent generating and (engine rows) the tokens
-the generator fed to the model (prefill and decode: what prefix reuse saves). Per tool latency the
+time, the process's CPU time and the rates, and how the model was driven: generation calls, contexts per call
+(the batches the scheduler formed; TRL: rows per ``model.generate``), the seconds spent generating and (engine
+rows) the tokens the generator fed to the model (prefill and decode: what prefix reuse saves). Per tool latency the
 ratios of episodes/s and of generated tokens/s: async/rounds, async/trl, rounds/trl, and async/nocache
 (prefix reuse alone) and nocache/rounds (scheduling alone). The issue's targets are printed with pass/fail:
 async/trl episodes/s >= 1.5 at 0 ms and >= 2 under heavy-tailed tools. Each row keeps the median of
 ``--repeats`` timed runs; the repeats of a latency are interleaved over the rows (row A, B, C, D, then again),
 so that load from other processes falls on every row alike.
+
+Torch threads: one by default (``--threads``; 0 leaves torch's own choice). The model shares the CPUs with the
+tool threads and, on a shared machine, with other jobs; torch's threads meet at every operation, so when
+another process holds one of the cores every operation waits for it. On this 2-core machine shared with
+other sessions, torch's default (2 threads) took 14.7 s for the engine-rounds batch in one run and 86.8 s for
+the same batch (same tokens, 3 generation calls) a few minutes later; with one thread, the runs of a row stay
+within about 25% of each other.
+
+Measured here (2-core CPU shared with other sessions, one torch thread, median of 3; episodes/s, and in
+brackets generated tokens/s; the last two columns are of episodes/s):
+
+    ============  ============  =============  ===========  =============  ============  ==========
+    tool latency  engine-async  engine-rounds  TRL          async/trl      async/rounds  rounds/trl
+    ============  ============  =============  ===========  =============  ============  ==========
+    0 ms          78 (2,961)    71 (2,686)     42 (1,483)   1.85x (2.00x)  1.10x         1.68x
+    50 ms         79 (3,000)    59 (2,223)     16 (569)     4.87x (5.28x)  1.35x         3.62x
+    lognormal:50  72 (2,721)    59 (2,218)     11 (383)     6.56x (7.10x)  1.22x         5.35x
+    ============  ============  =============  ===========  =============  ============  ==========
+
+Where the time goes: generation is ~90% of every engine row's wall time (``gen s``). The tools are a small
+part of the work here: 195 tool calls over 256 episodes, run by 32 threads, sleep about 0.5 s in all at
+``lognormal:50`` against ~3 s of generation, so the async schedule can gain at most that over rounds (rounds
+pays the slowest call of each of its 3 rounds; async forms 4-5 generation calls instead of 3 and hides most
+of it). TRL pays every call in turn (195 x 50 ms = 9.8 s at 50 ms), which is where most of async/trl comes
+from under latency. At 0 ms, the engine's generator needs ~3.3 CPU s where TRL's ``model.generate`` needs
+~5.7 for 16% fewer turns. Prefix reuse feeds 28% fewer tokens (43k instead of 60k) and saves 7-12% of the
+time (0 ms, lognormal:50): with contexts of a few hundred tokens and 48-token turns on a tiny model,
+decoding, not re-encoding, is the cost; it matters more with long contexts and large models.
 
 Tool latency (``--tool-latency 0,50,lognormal:50``, one set of rows per value): ``0`` adds nothing; ``50`` adds
 a fixed 50 ms per executed tool call; ``lognormal:50`` draws each call's latency from a lognormal with median
@@ -215,6 +247,9 @@ class Row:
         tool_calls: Tool calls executed.
         generated_tokens: Tokens the model generated (observation and template tokens excluded).
         wall_s: Timed wall-clock seconds.
+        cpu_s: CPU seconds the process used meanwhile, all threads. Sleeping tools use none, so with one torch
+            thread and 0 ms tools it is close to ``wall_s``; far below, the process waited for CPUs that other
+            processes held (a noisy measurement).
         generation_calls: Calls to the generator (engine) or to ``model.generate`` (TRL).
         generation_contexts: Contexts over all those calls.
         generation_s: Seconds spent in those calls.
@@ -234,6 +269,7 @@ class Row:
     tool_calls: int
     generated_tokens: int
     wall_s: float
+    cpu_s: float = 0.0
     generation_calls: int = 0
     generation_contexts: int = 0
     generation_s: float = 0.0
@@ -246,11 +282,11 @@ class Row:
 
     @classmethod
     def measured(cls, name: str, latency: str, episodes: int, answered: int, turns: int, tool_calls: int,
-                 generated_tokens: int, wall_s: float, meter: GenerationMeter | None = None, fed_tokens: int = 0,
-                 reused_tokens: int = 0) -> Row:
+                 generated_tokens: int, wall_s: float, *, cpu_s: float = 0.0, meter: GenerationMeter | None = None,
+                 fed_tokens: int = 0, reused_tokens: int = 0) -> Row:
         """A row with its rates computed from the counts, the wall time and the generation ``meter``."""
         meter = meter or GenerationMeter()
-        return cls(name, latency, episodes, answered, turns, tool_calls, generated_tokens, wall_s, meter.calls,
+        return cls(name, latency, episodes, answered, turns, tool_calls, generated_tokens, wall_s, cpu_s, meter.calls,
                    meter.contexts, meter.seconds, fed_tokens, reused_tokens, episodes / wall_s,
                    generated_tokens / wall_s, tool_calls / wall_s, meter.contexts / meter.calls if meter.calls else 0.0)
 
@@ -540,15 +576,15 @@ def run_engine(name: str, model, tokenizer, workload: Workload, settings: Settin
     try:
         pool.take(requests)  # build the envs before the clock starts (TRL's are built before too)
         torch.manual_seed(settings.seed)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         episodes = engine.run(requests)
-        wall_s = time.perf_counter() - started
+        wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     finally:
         pool.close()
     return Row.measured(name, latency.label, len(episodes), sum(e.terminated for e in episodes),
                         sum(len(e.turns) for e in episodes), sum(len(e.tool_calls) for e in episodes),
-                        sum(sum(e.env_mask) for e in episodes), wall_s, generator.meter, transformers.fed_tokens,
-                        transformers.reused_tokens)
+                        sum(sum(e.env_mask) for e in episodes), wall_s, cpu_s=cpu_s, meter=generator.meter,
+                        fed_tokens=transformers.fed_tokens, reused_tokens=transformers.reused_tokens)
 
 
 # ---------------------------------------------------------------------------------------- TRL row
@@ -682,7 +718,7 @@ def run_trl(model, tokenizer, workload: Workload, settings: Settings, latency: T
             trainer.model.generate = meter.timed(trainer.model.generate, lambda **inputs: len(inputs["input_ids"]))
             trainer._generate, captured = _timed(trainer._generate)
             torch.manual_seed(settings.seed)
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             trainer._generate_and_score_completions(trl_inputs(tasks, settings.group))
     finally:
         for environment in environments:
@@ -692,16 +728,17 @@ def run_trl(model, tokenizer, workload: Workload, settings: Settings, latency: T
     turns = sum(message["role"] == "assistant" for messages in completions for message in messages)
     return Row.measured(TRL_ROW, latency.label, len(completions), answered, turns,
                         sum(environment.tool_calls for environment in trainer.environments),
-                        sum(map(sum, tool_mask)), captured["finished"] - started, meter)
+                        sum(map(sum, tool_mask)), captured["finished"] - started,
+                        cpu_s=captured["cpu_finished"] - cpu_started, meter=meter)
 
 
 def _timed(method: Callable[..., Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """``method`` wrapped to record its output and the time it returned."""
+    """``method`` wrapped to record its output and the (wall and CPU) time it returned."""
     captured: dict[str, Any] = {}
 
     def wrapper(*args: Any) -> Any:
         captured["output"] = method(*args)
-        captured["finished"] = time.perf_counter()
+        captured["finished"], captured["cpu_finished"] = time.perf_counter(), time.process_time()
         return captured["output"]
 
     return wrapper, captured
@@ -811,13 +848,14 @@ def rows_table(report: Report) -> Table:
                         f"<= {settings['max_turns']} turns of <= {settings['max_tokens_per_turn']} tokens, "
                         f"median of {report.repeats} ({machine['cpus']} CPUs, {machine['torch_threads']} torch "
                         f"threads, {machine['device']})")
-    columns = ("tool ms", "row", "episodes", "answered", "turns", "tool calls", "gen tokens", "wall s",
+    columns = ("tool ms", "row", "episodes", "answered", "turns", "tool calls", "gen tokens", "wall s", "cpu s",
                "episodes/s", "tokens/s", "calls/s", "gen calls", "ctx/call", "gen s", "fed tokens")
     for column in columns:
         table.add_column(column, justify="left" if column in ("row", "tool ms") else "right", no_wrap=True)
     for row in report.rows:
         table.add_row(row.tool_latency, row.name, str(row.episodes), str(row.answered), str(row.turns),
-                      str(row.tool_calls), str(row.generated_tokens), f"{row.wall_s:.2f}", f"{row.episodes_per_s:.2f}",
+                      str(row.tool_calls), str(row.generated_tokens), f"{row.wall_s:.2f}", f"{row.cpu_s:.1f}",
+                      f"{row.episodes_per_s:.2f}",
                       f"{row.tokens_per_s:,.0f}", f"{row.tool_calls_per_s:.1f}", str(row.generation_calls),
                       f"{row.contexts_per_call:.1f}", f"{row.generation_s:.2f}",
                       f"{row.fed_tokens}" if row.name != TRL_ROW else "-")
@@ -875,7 +913,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="generated questions the warm-start demonstrations are played on")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="warm-start, sampling and latency seed")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per row (the median is reported)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own choice)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default 1; 0: torch's own choice); see the module docstring")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers to PATH")
     return parser
 
@@ -883,8 +922,8 @@ def build_parser() -> argparse.ArgumentParser:
 def print_progress(row: Row) -> None:
     """One line on stderr per timed run."""
     print(f"[{time.strftime('%H:%M:%S')}] {row.tool_latency} ms {row.name}: {row.episodes} episodes in "
-          f"{row.wall_s:.1f} s ({row.episodes_per_s:.2f}/s, {row.tokens_per_s:,.0f} tokens/s)", file=sys.stderr,
-          flush=True)
+          f"{row.wall_s:.1f} s, {row.cpu_s:.1f} CPU s ({row.episodes_per_s:.2f}/s, {row.tokens_per_s:,.0f} "
+          "tokens/s)", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -901,7 +940,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--{str(exc).replace('_', '-')}") from exc
     if args.repeats < 1:
         raise SystemExit(f"--repeats: expected >= 1, got {args.repeats}")
-    if args.threads is not None:
+    if args.threads < 0:
+        raise SystemExit(f"--threads: expected >= 0 (0: torch's own choice), got {args.threads}")
+    if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)

@@ -52,6 +52,7 @@ def test_every_row_plays_every_episode_with_real_tool_calls():
         assert row.answered > 0 and row.tool_calls > 0 and row.generated_tokens > 0, row  # real tool use
         assert row.episodes <= row.turns <= row.episodes * settings.max_turns, row
         assert row.wall_s > 0 and row.episodes_per_s > 0 and row.tokens_per_s > 0 and row.tool_calls_per_s > 0
+        assert row.cpu_s > 0, row
         assert row.generation_calls > 0 and row.contexts_per_call > 0 and 0 < row.generation_s <= row.wall_s, row
         if row.name != TRL_ROW:
             assert row.generation_contexts == row.turns, row  # one context per model turn
