@@ -58,9 +58,17 @@ from torch import Tensor, nn
 
 from tasks import Task, load_split
 from trainers.generation import TransformersGenerator
-from trainers.grpo import PolicySnapshot, RolloutBatch, RolloutPrefetch, ray_env_factory
+from trainers.overlap import PolicySnapshot, RolloutBatch, RolloutPrefetch
 from trainers.ppo_config import PPOConfig
-from trainers.rollout import EnvPool, Episode, EpisodeRequest, RolloutConfig, RolloutEngine, group_requests
+from trainers.rollout import (
+    EnvPool,
+    Episode,
+    EpisodeRequest,
+    RolloutConfig,
+    RolloutEngine,
+    group_requests,
+    ray_env_factory,
+)
 from trainers.scoring import token_logprobs
 
 logger = logging.getLogger(__name__)

@@ -25,10 +25,11 @@ as a wrong answer).
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -46,8 +47,9 @@ from tasks import Task
 from trainers.chat import ChatTokens
 from trainers.generation import Generator
 
-__all__ = ["ChatRecorder", "EnvPool", "Episode", "EpisodeRequest", "ModelAgent", "RolloutConfig", "RolloutEngine",
-           "TurnRecord", "episode_summary", "group_requests", "stop_token_ids"]
+__all__ = ["ENV_WORKERS", "ChatRecorder", "EnvPool", "Episode", "EpisodeRequest", "ModelAgent", "RolloutConfig",
+           "RolloutEngine", "TurnRecord", "check_env_workers", "episode_summary", "group_requests", "ray_env_factory",
+           "stop_token_ids"]
 
 
 @dataclass(frozen=True)
@@ -236,3 +238,22 @@ def episode_summary(episode: Episode) -> Mapping[str, Any]:
     summary["completion_tokens"] = len(episode.completion_ids)
     summary["generated_tokens"] = sum(episode.env_mask)
     return summary
+
+
+ENV_WORKERS = ("local", "ray")
+"""Where a run's environments live: in this process, or in Ray actors (:mod:`agentgym_envs.ray_workers`)."""
+
+
+def check_env_workers(env_workers: str) -> None:
+    """Raise ValueError unless ``env_workers`` is one of :data:`ENV_WORKERS`."""
+    if env_workers not in ENV_WORKERS:
+        raise ValueError(f"env_workers: expected one of {ENV_WORKERS}, got {env_workers!r}")
+
+
+def ray_env_factory(env_kwargs: Mapping[str, Mapping[str, Any]], address: str | None) -> Callable[[str], gym.Env]:
+    """An env factory whose envs live in Ray actors, after joining the cluster at ``address`` (None: a local,
+    loopback-only one); see :mod:`agentgym_envs.ray_workers`. Imported here: ray is an optional extra."""
+    from agentgym_envs import ray_workers
+
+    ray_workers.connect_ray(address)
+    return ray_workers.ray_env_factory(env_kwargs)
