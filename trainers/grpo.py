@@ -83,7 +83,8 @@ class AgentGRPOConfig(GRPOConfig):
     mismatch_every: int = field(default=1, metadata={
         "help": "Measure sampler/trainer mismatch every this many rollout batches (one extra forward pass); 0: never."})
     episode_log: str | None = field(default=None, metadata={
-        "help": "JSONL file of per-step rollout metrics and alerts (default: <output_dir>/rollouts.jsonl)."})
+        "help": "JSONL file of per-step rollout metrics and alerts (default: <output_dir>/rollouts.jsonl); with "
+                "several processes, process k > 0 writes those of its own episodes to rollouts.rank<k>.jsonl."})
     max_turns_schedule: str | None = field(default=None, metadata={
         "help": "Horizon curriculum: the turn limit by training step as '<turns>@<step>,...', e.g. '5@0,10@20,15@40' "
                 "(trainers.horizon); None: max_turns throughout. max_context_tokens still caps every episode."})
@@ -600,7 +601,8 @@ def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[s
     factory = env_factory or default_env_factory(config)
     cards = env_cards(list(tasks), factory)
     rollouts = EnvironmentRollouts(config, tasks, env_factory=factory,
-                                   monitor=RolloutMonitor(log_path=config.episode_log,
+                                   monitor=RolloutMonitor(log_path=rank_log_path(config.episode_log,
+                                                                                 config.process_index),
                                                           required_tools=required_tools(cards, tasks),
                                                           mismatch_every=config.mismatch_every))
     components = reward_component_names(cards)
@@ -610,6 +612,13 @@ def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[s
     return AgentGRPOTrainer(model=model, reward_funcs=[env_reward, *map(component_reward, components)],
                             args=config, train_dataset=dataset, processing_class=tokenizer,
                             peft_config=peft_config, rollouts=rollouts)
+
+
+def rank_log_path(path: str, process_index: int) -> Path:
+    """This process's episode log: ``path`` on the main process, ``<stem>.rank<k><suffix>`` beside it on process
+    ``k`` (each process logs the episodes it played; the metrics TRL logs are the main process's)."""
+    log = Path(path)
+    return log if process_index == 0 else log.with_name(f"{log.stem}.rank{process_index}{log.suffix}")
 
 
 def required_tools(cards: Mapping[str, EnvCard], tasks: Mapping[str, Sequence[Task]]) -> dict[str, tuple[str, ...]]:

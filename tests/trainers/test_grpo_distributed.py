@@ -88,6 +88,11 @@ def test_two_processes_play_different_tasks_and_end_with_the_same_synchronised_p
     for rank in ranks:
         assert rank["agent_token_head"] == [False] * rank["steps"]
 
+    # Each process logs the episodes it played, one record per step, in its own file.
+    logs = [tmp_path / "trainer" / "rollouts.jsonl", tmp_path / "trainer" / "rollouts.rank1.jsonl"]
+    for log in logs:
+        assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [1, 2]
+
 
 @pytest.mark.parametrize(("name", "distributed_type", "zero_stage"),
                          [("accelerate_ddp.yaml", "MULTI_GPU", None), ("accelerate_zero2.yaml", "DEEPSPEED", 2),
