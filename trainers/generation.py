@@ -2,8 +2,9 @@
 
 :class:`TransformersGenerator` runs its own decode loop on a ``transformers`` causal LM (CPU or GPU): it keeps
 each episode's KV cache between turns (prefix reuse) and samples every row from its own seeded stream.
-:class:`VLLMGenerator` goes through TRL's own vLLM integration (``trainer.vllm_generation``, colocate or server
-mode) and is only usable where vLLM is installed (the ``vllm`` extra, GPU machines).
+:class:`VLLMGenerator` samples with vLLM through TRL's integration (``trainer.vllm_generation``): in server mode
+each trainer process posts its own requests to the server, in colocate mode each runs its own engine. It is only
+usable where vLLM is installed (the ``vllm`` extra, GPU machines).
 """
 
 from __future__ import annotations
@@ -388,32 +389,107 @@ def _cut(ids: list[int], logprobs: list[float], limit: int, stop_token_ids: Sequ
 
 
 class VLLMGenerator:
-    """Generation through TRL's vLLM integration (``GRPOTrainer.vllm_generation``), for GPU runs.
+    """Generation with vLLM through TRL's integration (``GRPOTrainer.vllm_generation``), for GPU runs.
 
-    TRL keeps the vLLM weights in sync with the policy before calling ``rollout_func``; this class asks it
-    for one completion per context, with the turn's token limit and stop ids.
+    The rollout engine calls :meth:`generate` once per batch of episodes waiting for a turn: a different number of
+    times, with different batch sizes, on each trainer process. So no call may be a collective:
 
-    ``keys`` and ``seeds`` are accepted and ignored: vLLM's automatic prefix caching reuses the KV blocks of
-    every context it has seen (whatever the episode), and TRL's ``vllm_generation`` takes no per-request seeds
-    (its sampling follows vLLM's own seed).
+    - Server mode: each process posts its own contexts to the vLLM server (``/v1/completions``) and gets its own
+      completions back. The main process uses TRL's client (``vllm_generation.vllm_client``, which also holds the
+      NCCL communicator TRL pushes the weights through before each ``rollout_func`` call); every other process opens
+      one client of its own on the first call, without a communicator. TRL's ``vllm_generation.generate`` is not
+      used there: it gathers every process's prompts to the main process and hands each process a slice at its
+      index times its own batch size.
+    - Colocate mode: each process runs its own vLLM engine through ``vllm_generation.generate``, which with
+      ``tensor_parallel_size`` 1 gathers nothing. With a larger tensor-parallel size it gathers the prompts of the
+      tensor-parallel group on every call, which is refused (see Raises). With ``vllm_enable_sleep_mode`` each call
+      re-syncs the weights into the woken engine: correct, but slow, and a collective under ZeRO-3 or FSDP.
+
+    Sampling follows the engine's temperature, top-p, stop ids and the largest of the rows' token limits (each turn
+    is then cut at its first stop id and its own limit), with TRL's ``top_k``, ``min_p``, ``repetition_penalty`` and
+    ``generation_kwargs``. ``keys`` and ``seeds`` are accepted and ignored: vLLM's automatic prefix caching reuses
+    the KV blocks of every context it has seen (whatever the episode), and its sampling follows its own seed.
 
     Args:
         vllm_generation: ``trainer.vllm_generation`` of a ``GRPOTrainer`` built with ``use_vllm=True``.
+
+    Raises:
+        ValueError: In colocate mode with ``tensor_parallel_size`` above 1 on several processes.
     """
 
     def __init__(self, vllm_generation) -> None:
+        _check_no_collective_generation(vllm_generation)
         self.vllm = vllm_generation
+        self._own_client = None
 
     def generate(self, contexts: Sequence[list[int]], max_new_tokens: Sequence[int], *,
                  stop_token_ids: Sequence[int], temperature: float, top_p: float,
                  keys: Sequence[Hashable] | None = None, seeds: Sequence[int] | None = None) -> list[GeneratedTurn]:
-        """Sample one turn per context; see :class:`Generator`. Uses the largest of ``max_new_tokens`` for all."""
-        self.vllm.max_completion_length = max(max_new_tokens)
-        self.vllm.temperature, self.vllm.top_p = temperature, top_p
-        self.vllm.generation_kwargs = {**(self.vllm.generation_kwargs or {}), "stop_token_ids": list(stop_token_ids)}
-        _, completion_ids, logprobs, _ = self.vllm.generate(prompts=list(contexts), images=None, num_generations=1)
-        return [_cut(ids, [float(top[0]) for top in token_logprobs], limit, stop_token_ids)
-                for ids, token_logprobs, limit in zip(completion_ids, logprobs, max_new_tokens, strict=True)]
+        """Sample one turn per context; see :class:`Generator`."""
+        _check_lengths(len(contexts), max_new_tokens=max_new_tokens, keys=keys, seeds=seeds)
+        sample = self._sample_on_server if self.vllm.mode == "server" else self._sample_colocated
+        completion_ids, logprobs, logprob_token_ids = sample(
+            list(contexts), max(max_new_tokens), list(stop_token_ids), temperature, top_p)
+        return [_cut(ids, _sampled_logprobs(ids, row_logprobs, row_token_ids), limit, stop_token_ids)
+                for ids, row_logprobs, row_token_ids, limit in
+                zip(completion_ids, logprobs, logprob_token_ids, max_new_tokens, strict=True)]
 
     def release(self, keys: Iterable[Hashable]) -> None:
         """Nothing to forget: vLLM's prefix cache evicts blocks by itself."""
+
+    def _generation_kwargs(self, stop_token_ids: list[int]) -> dict:
+        return {**(self.vllm.generation_kwargs or {}), "stop_token_ids": stop_token_ids}
+
+    def _sample_on_server(self, contexts: list[list[int]], limit: int, stop_token_ids: list[int],
+                          temperature: float, top_p: float) -> tuple[list, list, list]:
+        """This process's contexts posted to the server by this process's client (the sampling TRL's server mode
+        asks for, with the turn's settings); completion ids, logprobs and their token ids."""
+        output = self._client().generate(
+            prompts=contexts, n=1, repetition_penalty=self.vllm.repetition_penalty, temperature=temperature,
+            top_p=top_p, top_k=self.vllm.top_k, min_p=0.0 if self.vllm.min_p is None else self.vllm.min_p,
+            max_tokens=limit, logprobs=0, structured_outputs_regex=self.vllm.structured_outputs_regex,
+            generation_kwargs=self._generation_kwargs(stop_token_ids))
+        return output["completion_ids"], output["logprobs"], output["logprob_token_ids"]
+
+    def _sample_colocated(self, contexts: list[list[int]], limit: int, stop_token_ids: list[int],
+                          temperature: float, top_p: float) -> tuple[list, list, list]:
+        """The contexts sampled by this process's own vLLM engine, through ``vllm_generation.generate``."""
+        self.vllm.max_completion_length = limit
+        self.vllm.temperature, self.vllm.top_p = temperature, top_p
+        self.vllm.generation_kwargs = self._generation_kwargs(stop_token_ids)
+        _, completion_ids, logprobs, logprob_token_ids = self.vllm.generate(prompts=contexts, images=None,
+                                                                            num_generations=1)
+        return completion_ids, logprobs, logprob_token_ids
+
+    def _client(self):
+        """TRL's client on the main process; on the others, this generator's own one, opened on first use."""
+        main_client = getattr(self.vllm, "vllm_client", None)  # TRL sets it on the main process only
+        if main_client is not None:
+            return main_client
+        if self._own_client is None:
+            from trl.generation.vllm_client import VLLMClient
+
+            base_url = self.vllm.server_base_url
+            if base_url is None:
+                base_url = f"http://{self.vllm.server_host}:{self.vllm.server_port}"
+            self._own_client = VLLMClient(base_url=base_url, connection_timeout=self.vllm.server_timeout)
+        return self._own_client
+
+
+def _check_no_collective_generation(vllm_generation) -> None:
+    """Refuse colocated tensor parallelism on several processes: its generation gathers prompts on every call."""
+    tensor_parallel_size = vllm_generation.tensor_parallel_size
+    if (vllm_generation.mode == "colocate" and tensor_parallel_size > 1
+            and vllm_generation.accelerator.num_processes > 1):
+        raise ValueError(
+            f"VLLMGenerator expected vllm_tensor_parallel_size 1 in colocate mode, got {tensor_parallel_size} on "
+            f"{vllm_generation.accelerator.num_processes} processes: TRL's colocated generation then gathers the "
+            "prompts of the tensor-parallel group on every call, while the rollout engine makes a different number "
+            "of calls on each process; set vllm_tensor_parallel_size: 1, or use vllm_mode: server (the server's own "
+            "--tensor-parallel-size)")
+
+
+def _sampled_logprobs(ids: list[int], logprobs: list[list[float]], token_ids: list[list[int]]) -> list[float]:
+    """The logprob of each sampled id, found among the logprobs vLLM returned at its position."""
+    return [float(position_logprobs[position_ids.index(token)])
+            for token, position_logprobs, position_ids in zip(ids, logprobs, token_ids, strict=True)]
