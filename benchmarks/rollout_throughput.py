@@ -49,9 +49,9 @@ brackets generated tokens/s; the last two columns are of episodes/s):
     ============  ============  =============  ===========  =============  ============  ==========
     tool latency  engine-async  engine-rounds  TRL          async/trl      async/rounds  rounds/trl
     ============  ============  =============  ===========  =============  ============  ==========
-    0 ms          78 (2,961)    71 (2,686)     42 (1,483)   1.85x (2.00x)  1.10x         1.68x
-    50 ms         79 (3,000)    59 (2,223)     16 (569)     4.87x (5.28x)  1.35x         3.62x
-    lognormal:50  72 (2,721)    59 (2,218)     11 (383)     6.56x (7.10x)  1.22x         5.35x
+    0 ms          76 (2,886)    70 (2,643)     43 (1,504)   1.77x (1.92x)  1.09x         1.63x
+    50 ms         86 (3,245)    64 (2,442)     16 (578)     5.19x (5.62x)  1.33x         3.91x
+    lognormal:50  78 (2,957)    59 (2,240)     11 (388)     7.04x (7.62x)  1.32x         5.34x
     ============  ============  =============  ===========  =============  ============  ==========
 
 Where the time goes: generation is ~90% of every engine row's wall time (``gen s``). The tools are a small
@@ -60,9 +60,11 @@ part of the work here: 195 tool calls over 256 episodes, run by 32 threads, slee
 pays the slowest call of each of its 3 rounds; async forms 4-5 generation calls instead of 3 and hides most
 of it). TRL pays every call in turn (195 x 50 ms = 9.8 s at 50 ms), which is where most of async/trl comes
 from under latency. At 0 ms, the engine's generator needs ~3.3 CPU s where TRL's ``model.generate`` needs
-~5.7 for 16% fewer turns. Prefix reuse feeds 28% fewer tokens (43k instead of 60k) and saves 7-12% of the
-time (0 ms, lognormal:50): with contexts of a few hundred tokens and 48-token turns on a tiny model,
-decoding, not re-encoding, is the cost; it matters more with long contexts and large models.
+~5.7 for 16% fewer turns. Prefix reuse feeds 28% fewer tokens (43k instead of 60k) and saves 8% of the time
+at 0 ms, where every batch holds episodes at the same turn: with contexts of a few hundred tokens and 48-token
+turns on a tiny model, decoding, not re-encoding, is the cost. It saves more (1.2-1.3x in two runs) under
+latency, where the async schedule mixes episodes at different turns in a batch and, without reuse, every row is
+left-padded to the longest whole context; it matters more again with long contexts and large models.
 
 Tool latency (``--tool-latency 0,50,lognormal:50``, one set of rows per value): ``0`` adds nothing; ``50`` adds
 a fixed 50 ms per executed tool call; ``lognormal:50`` draws each call's latency from a lognormal with median
