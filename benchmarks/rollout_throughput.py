@@ -61,10 +61,11 @@ pays the slowest call of each of its 3 rounds; async forms 4-5 generation calls 
 of it). TRL pays every call in turn (195 x 50 ms = 9.8 s at 50 ms), which is where most of async/trl comes
 from under latency. At 0 ms, the engine's generator needs ~3.3 CPU s where TRL's ``model.generate`` needs
 ~5.7 for 16% fewer turns. Prefix reuse feeds 28% fewer tokens (43k instead of 60k) and saves 8% of the time
-at 0 ms, where every batch holds episodes at the same turn: with contexts of a few hundred tokens and 48-token
-turns on a tiny model, decoding, not re-encoding, is the cost. It saves more (1.2-1.3x in two runs) under
-latency, where the async schedule mixes episodes at different turns in a batch and, without reuse, every row is
-left-padded to the longest whole context; it matters more again with long contexts and large models.
+at 0 ms: with contexts of a few hundred tokens and 48-token turns on a tiny model, decoding, not re-encoding,
+is the cost; it matters more with long contexts and large models. Under latency, async/nocache measured
+1.18-1.34x in two full runs but 1.09x in a separate check: read it as ~1.1x plus noise. (The async schedule's
+mixed-turn batches, e.g. 256, 7, 91, 171 and 15 contexts at 50 ms against 256, 256 and 28 at 0 ms, pad 9% more
+prefill tokens without reuse.)
 
 Tool latency (``--tool-latency 0,50,lognormal:50``, one set of rows per value): ``0`` adds nothing; ``50`` adds
 a fixed 50 ms per executed tool call; ``lognormal:50`` draws each call's latency from a lognormal with median
