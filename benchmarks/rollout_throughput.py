@@ -54,18 +54,20 @@ brackets generated tokens/s; the last two columns are of episodes/s):
     lognormal:50  78 (2,957)    59 (2,240)     11 (388)     7.04x (7.62x)  1.32x         5.34x
     ============  ============  =============  ===========  =============  ============  ==========
 
-Where the time goes: generation is ~90% of every engine row's wall time (``gen s``). The tools are a small
-part of the work here: 195 tool calls over 256 episodes, run by 32 threads, sleep about 0.5 s in all at
+Where the time goes: generation is ~90% of every engine row's wall time (``gen s``). The tools are a small part
+of the work here: 195 tool calls over 256 episodes, run by 32 threads, sleep about 0.5 s in all at
 ``lognormal:50`` against ~3 s of generation, so the async schedule can gain at most that over rounds (rounds
-pays the slowest call of each of its 3 rounds; async forms 4-5 generation calls instead of 3 and hides most
-of it). TRL pays every call in turn (195 x 50 ms = 9.8 s at 50 ms), which is where most of async/trl comes
-from under latency. At 0 ms, the engine's generator needs ~3.3 CPU s where TRL's ``model.generate`` needs
-~5.7 for 16% fewer turns. Prefix reuse feeds 28% fewer tokens (43k instead of 60k) and saves 8% of the time
-at 0 ms: with contexts of a few hundred tokens and 48-token turns on a tiny model, decoding, not re-encoding,
-is the cost; it matters more with long contexts and large models. Under latency, async/nocache measured
-1.18-1.34x in two full runs but 1.09x in a separate check: read it as ~1.1x plus noise. (The async schedule's
-mixed-turn batches, e.g. 256, 7, 91, 171 and 15 contexts at 50 ms against 256, 256 and 28 at 0 ms, pad 9% more
-prefill tokens without reuse.)
+pays the slowest call of each of its 3 rounds; async forms 4-5 generation calls instead of 3 and hides most of
+it). At 0 ms the async schedule forms the very batches of rounds (256, 256 and 28 contexts: every step returns
+within the 10 ms batch window), so async/rounds is prefix reuse alone there. With slower tools
+(``lognormal:200``, one run) async/rounds was 1.49x and async/trl 16x. TRL pays every call in turn (195 x 50 ms
+= 9.8 s at 50 ms), which is where most of async/trl comes from under latency. At 0 ms, the engine's generator
+needs ~3.3 CPU s where TRL's ``model.generate`` needs ~5.7 for 16% fewer turns. Prefix reuse feeds 28% fewer
+tokens (43k instead of 60k) and saves 8% of the time at 0 ms: with contexts of a few hundred tokens and 48-token
+turns on a tiny model, decoding, not re-encoding, is the cost; it matters more with long contexts and large
+models. Under latency, async/nocache measured 1.18-1.34x in two full runs but 1.09x in a separate check: read it
+as ~1.1x plus noise. (The async schedule's mixed-turn batches, e.g. 256, 7, 91, 171 and 15 contexts at 50 ms
+against 256, 256 and 28 at 0 ms, pad 9% more prefill tokens without reuse.)
 
 Tool latency (``--tool-latency 0,50,lognormal:50``, one set of rows per value): ``0`` adds nothing; ``50`` adds
 a fixed 50 ms per executed tool call; ``lognormal:50`` draws each call's latency from a lognormal with median
@@ -108,7 +110,7 @@ What TRL's loop needs from this model, and how it differs (TRL 1.16, transformer
   ``gen tokens``): its episodes/s reflect less work per episode; generated tokens/s compares the work done.
 - TRL generates every rollout's turn in one ``model.generate`` over the whole batch (all 256 rows at once,
   re-encoding each context every turn); the engine's generator splits a call into batches of
-  ``--batch-size`` contexts (64, its default).
+  ``--batch-size`` contexts (64, its default; 256 measured the same here, within noise).
 - TRL runs the tools of a batch one rollout after another (async tools run concurrently only within one
   rollout's calls), so every call's latency is paid in turn.
 
