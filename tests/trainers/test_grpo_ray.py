@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -13,6 +12,7 @@ import pytest
 
 from agentgym_envs.ray_workers import RemoteEnv, connect_ray
 from tasks import load_split
+from tests.agentgym_envs.test_ray_workers import kill
 from trainers.grpo import AgentGRPOConfig, build_trainer
 from trainers.tiny_model import load_or_build_tiny_model
 
@@ -57,20 +57,6 @@ class FirstStepKills(RemoteEnv):
             FirstStepKills.armed = False
             FirstStepKills.killed.append(kill(self))
         return super().step(action)
-
-
-def kill(env: RemoteEnv) -> str:
-    """Kill the env's actor and wait until Ray reports it dead; returns its id."""
-    actor, actor_id = env.actor, env.actor_id
-    ray.kill(actor, no_restart=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.pid.remote(), timeout=5)
-        except ray.exceptions.RayActorError:
-            return actor_id
-        time.sleep(0.05)
-    raise AssertionError("the killed actor still answers after 30 s")
 
 
 def test_grpo_trains_on_envs_in_ray_actors_and_survives_a_killed_actor(tmp_path) -> None:
