@@ -44,7 +44,8 @@ the same batch (same tokens, 3 generation calls) a few minutes later; with one t
 within about 25% of each other.
 
 Measured here (2-core CPU shared with other sessions, one torch thread, median of 3; episodes/s, and in
-brackets generated tokens/s; the last two columns are of episodes/s):
+brackets generated tokens/s; the last two columns are of episodes/s; a second run 25 minutes later gave
+async/trl 1.67x, 5.06x and 7.48x):
 
     ============  ============  =============  ===========  =============  ============  ==========
     tool latency  engine-async  engine-rounds  TRL          async/trl      async/rounds  rounds/trl
@@ -63,11 +64,12 @@ within the 10 ms batch window), so async/rounds is prefix reuse alone there. Wit
 (``lognormal:200``, one run) async/rounds was 1.49x and async/trl 16x. TRL pays every call in turn (195 x 50 ms
 = 9.8 s at 50 ms), which is where most of async/trl comes from under latency. At 0 ms, the engine's generator
 needs ~3.3 CPU s where TRL's ``model.generate`` needs ~5.7 for 16% fewer turns. Prefix reuse feeds 28% fewer
-tokens (43k instead of 60k) and saves 8% of the time at 0 ms: with contexts of a few hundred tokens and 48-token
-turns on a tiny model, decoding, not re-encoding, is the cost; it matters more with long contexts and large
-models. Under latency, async/nocache measured 1.18-1.34x in two full runs but 1.09x in a separate check: read it
-as ~1.1x plus noise. (The async schedule's mixed-turn batches, e.g. 256, 7, 91, 171 and 15 contexts at 50 ms
-against 256, 256 and 28 at 0 ms, pad 9% more prefill tokens without reuse.)
+tokens (43k instead of 60k) and saves 1-12% of the time at 0 ms (three runs): with contexts of a few hundred
+tokens and 48-token turns on a tiny model, decoding, not re-encoding, is the cost; it matters more with long
+contexts and large models. Under latency, async/nocache measured 1.18-1.34x in three full runs (1.09x in one
+separate check), with the same batches: the async schedule's mixed-turn batches (e.g. 256, 7, 91, 171 and 15
+contexts at 50 ms against 256, 256 and 28 at 0 ms) pad only 9% more prefill tokens without reuse, so why reuse
+gains more there is not established.
 
 Tool latency (``--tool-latency 0,50,lognormal:50``, one set of rows per value): ``0`` adds nothing; ``50`` adds
 a fixed 50 ms per executed tool call; ``lognormal:50`` draws each call's latency from a lognormal with median
