@@ -40,7 +40,7 @@ def quiet_trl_experimental() -> Iterator[None]:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_every_row_plays_every_episode_with_real_tool_calls():
-    # Builds and caches the warm-started model the first time (minutes); about a minute afterwards.
+    # Builds and caches the warm-started model the first time (minutes); ~10 s afterwards.
     settings = Settings(tasks=2, group=2, max_turns=2)
     latencies = parse_latencies("0,20,lognormal:20")
     report = run_benchmark(settings, latencies, repeats=1)
