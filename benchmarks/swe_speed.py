@@ -58,7 +58,7 @@ from agentgym_envs.errors import ImageBuildError, SandboxUnavailableError
 from agentgym_envs.policies import tool_call_action
 from agentgym_envs.policies.swe_oracle import fix_actions
 from agentgym_envs.swe.env import test_ids
-from benchmarks.data_analysis_speed import Sample, milliseconds, percentiles, time_calls, tool_call
+from benchmarks.data_analysis_speed import Sample, milliseconds, percentiles, time_calls, timed_reset, tool_call
 from tasks import Task, load_split
 from tasks.swe.patches import apply_patch, parse_patch
 
@@ -175,13 +175,6 @@ def summarize(backend: str, what: str, via: str, method: str, samples: Sequence[
                warm_ratio=None if warm is None else p50 / warm.p50_ms,
                failed=sum(not sample.ok for sample in samples),
                infra_errors=sum(sample.infra_error for sample in samples))
-
-
-def timed_reset(env: gym.Env, task: Task) -> Sample:
-    """One ``env.reset`` on ``task``, timed."""
-    started = time.perf_counter()
-    env.reset(options={"task": task})
-    return Sample((time.perf_counter() - started) * 1000.0)
 
 
 def measure_resets(env: gym.Env, backend: str, tasks: Sequence[Task], episodes: int) -> Row:

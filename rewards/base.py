@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rewards.errors import RewardComputationError
 from tasks.records import Task, Trajectory
 
 
@@ -44,3 +45,25 @@ class RewardFn(Protocol):
     ) -> RewardResult | float:
         """Score ``trajectory`` on ``task`` given the environment's ``evidence``."""
         ...
+
+
+def required_evidence(evidence: Mapping[str, Any], key: str, expected: type | tuple[type, ...], *, holding: str,
+                      form: str) -> Any:
+    """``evidence[key]``, checked to be there and of the ``expected`` type.
+
+    Args:
+        evidence: What the environment gathered.
+        key: The item a reward needs.
+        expected: Its type(s).
+        holding: What the item holds, for the error (e.g. "the agent's diff").
+        form: What it must be, for the error (e.g. "a unified diff (str)").
+
+    Raises:
+        RewardComputationError: The item is missing (the error lists the keys there are) or of another type.
+    """
+    if key not in evidence:
+        raise RewardComputationError(f"expected evidence[{key!r}] with {holding}, got keys {sorted(evidence)}")
+    value = evidence[key]
+    if not isinstance(value, expected):
+        raise RewardComputationError(f"expected evidence[{key!r}] to be {form}, got {type(value).__name__}")
+    return value

@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewards.base import RewardFn, RewardResult
+from rewards.base import RewardFn, RewardResult, required_evidence
 from rewards.errors import RewardComputationError, RewardConfigError
 from tasks.records import Task, Trajectory
 
@@ -201,16 +201,8 @@ class _Run:
 
 def _test_run(evidence: Mapping[str, Any]) -> _Run:
     """Read and check ``evidence["test_run"]``: a mapping with a known status and test outcomes."""
-    if TEST_RUN_KEY not in evidence:
-        raise RewardComputationError(
-            f"expected evidence[{TEST_RUN_KEY!r}] with the grading run, got keys {sorted(evidence)}"
-        )
-    run = evidence[TEST_RUN_KEY]
-    if not isinstance(run, Mapping):
-        raise RewardComputationError(
-            f"expected evidence[{TEST_RUN_KEY!r}] to be a TestRun's dict form (TestRun.to_dict()), "
-            f"got {type(run).__name__}"
-        )
+    run = required_evidence(evidence, TEST_RUN_KEY, Mapping, holding="the grading run",
+                            form="a TestRun's dict form (TestRun.to_dict())")
     status = run.get("status")
     if status not in RUN_STATUSES:
         raise RewardComputationError(
@@ -235,16 +227,7 @@ def _outcomes(outcomes: object) -> Mapping[str, str]:
 
 
 def _patch(evidence: Mapping[str, Any]) -> str:
-    if PATCH_KEY not in evidence:
-        raise RewardComputationError(
-            f"expected evidence[{PATCH_KEY!r}] with the agent's diff, got keys {sorted(evidence)}"
-        )
-    patch = evidence[PATCH_KEY]
-    if not isinstance(patch, str):
-        raise RewardComputationError(
-            f"expected evidence[{PATCH_KEY!r}] to be a unified diff (str), got {type(patch).__name__}"
-        )
-    return patch
+    return required_evidence(evidence, PATCH_KEY, str, holding="the agent's diff", form="a unified diff (str)")
 
 
 def _truncated(evidence: Mapping[str, Any]) -> bool:

@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rewards.base import RewardFn, RewardResult
-from rewards.errors import RewardComputationError
+from rewards.base import RewardFn, RewardResult, required_evidence
 from tasks.records import Task, Trajectory
 
 UNIT_TESTS_KEY = "unit_tests"
@@ -94,13 +93,5 @@ def _score(tests: UnitTestEvidence, *, all_or_nothing: bool) -> RewardResult:
 
 
 def _unit_test_evidence(evidence: Mapping[str, Any]) -> UnitTestEvidence:
-    if UNIT_TESTS_KEY not in evidence:
-        raise RewardComputationError(
-            f"expected evidence[{UNIT_TESTS_KEY!r}] with the hidden test results, got keys {sorted(evidence)}"
-        )
-    tests = evidence[UNIT_TESTS_KEY]
-    if not isinstance(tests, UnitTestEvidence):
-        raise RewardComputationError(
-            f"expected evidence[{UNIT_TESTS_KEY!r}] to be a UnitTestEvidence, got {type(tests).__name__}"
-        )
-    return tests
+    return required_evidence(evidence, UNIT_TESTS_KEY, UnitTestEvidence, holding="the hidden test results",
+                             form="a UnitTestEvidence")

@@ -49,7 +49,7 @@ from trainers.rollout import (
     RolloutConfig,
     RolloutEngine,
     check_env_workers,
-    ray_env_factory,
+    make_env_factory,
 )
 from trainers.scoring import has_plain_output_head, label_scores
 from trainers.tiny_model import load_model
@@ -430,9 +430,7 @@ def component_reward(name: str):
 
 def default_env_factory(config: AgentGRPOConfig) -> Callable[[str], gym.Env]:
     """``gym.make(env_id, **config.env_kwargs[env_id])``, here or (``env_workers: ray``) in a Ray actor each."""
-    if config.env_workers == "ray":
-        return ray_env_factory(config.env_kwargs, config.ray_address)
-    return lambda env_id: gym.make(env_id, **config.env_kwargs.get(env_id, {}))
+    return make_env_factory(config.env_kwargs, workers=config.env_workers, ray_address=config.ray_address)
 
 
 def env_cards(env_ids: Sequence[str], factory: Callable[[str], gym.Env]) -> dict[str, EnvCard]:

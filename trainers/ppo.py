@@ -67,7 +67,7 @@ from trainers.rollout import (
     RolloutConfig,
     RolloutEngine,
     group_requests,
-    ray_env_factory,
+    make_env_factory,
 )
 from trainers.scoring import token_logprobs
 
@@ -548,17 +548,12 @@ def task_env_name(env_id: str) -> str:
 
 def make_engine(config: PPOConfig, model: nn.Module, tokenizer) -> RolloutEngine:
     """A rollout engine generating with ``model`` in ``config.env_id`` envs of ``config.split``."""
-    import gymnasium as gym
-
     import agentgym_envs  # noqa: F401  (registers the agentrl/ ids)
 
     rollout = RolloutConfig(max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn,
                             max_context_tokens=config.max_context_tokens, temperature=config.temperature)
-    env_kwargs = {"split": config.split, **config.env_kwargs}
-    if config.env_workers == "ray":
-        envs = EnvPool(ray_env_factory({config.env_id: env_kwargs}, config.ray_address))
-    else:
-        envs = EnvPool(lambda env_id: gym.make(env_id, **env_kwargs))
+    envs = EnvPool(make_env_factory({config.env_id: {"split": config.split, **config.env_kwargs}},
+                                    workers=config.env_workers, ray_address=config.ray_address))
     return RolloutEngine(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, envs, rollout)
 
 

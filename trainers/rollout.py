@@ -48,7 +48,7 @@ from trainers.chat import ChatTokens
 from trainers.generation import Generator
 
 __all__ = ["ENV_WORKERS", "ChatRecorder", "EnvPool", "Episode", "EpisodeRequest", "ModelAgent", "RolloutConfig",
-           "RolloutEngine", "TurnRecord", "check_env_workers", "episode_summary", "group_requests", "ray_env_factory",
+           "RolloutEngine", "TurnRecord", "check_env_workers", "episode_summary", "group_requests", "make_env_factory",
            "stop_token_ids"]
 
 
@@ -250,10 +250,15 @@ def check_env_workers(env_workers: str) -> None:
         raise ValueError(f"env_workers: expected one of {ENV_WORKERS}, got {env_workers!r}")
 
 
-def ray_env_factory(env_kwargs: Mapping[str, Mapping[str, Any]], address: str | None) -> Callable[[str], gym.Env]:
-    """An env factory whose envs live in Ray actors, after joining the cluster at ``address`` (None: a local,
-    loopback-only one); see :mod:`agentgym_envs.ray_workers`. Imported here: ray is an optional extra."""
-    from agentgym_envs import ray_workers
+def make_env_factory(env_kwargs: Mapping[str, Mapping[str, Any]], *, workers: str = "local",
+                     ray_address: str | None = None) -> Callable[[str], gym.Env]:
+    """Makes an env per id with ``gym.make(env_id, **env_kwargs[env_id])``: in this process (``workers="local"``),
+    or in a Ray actor each (``"ray"``, after joining the cluster at ``ray_address``; None: a local, loopback-only
+    one; see :mod:`agentgym_envs.ray_workers`, imported only then: ray is an optional extra)."""
+    check_env_workers(workers)
+    if workers == "ray":
+        from agentgym_envs import ray_workers
 
-    ray_workers.connect_ray(address)
-    return ray_workers.ray_env_factory(env_kwargs)
+        ray_workers.connect_ray(ray_address)
+        return ray_workers.ray_env_factory(env_kwargs)
+    return lambda env_id: gym.make(env_id, **env_kwargs.get(env_id, {}))
