@@ -40,6 +40,14 @@ from tasks import Task, make_sampler
 from tasks.curriculum import TaskSampler
 from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
 from trainers.horizon import HorizonSchedule
+from trainers.infra_guard import (
+    INFRA_ERROR_STOP_SHARE_HELP,
+    INFRA_ERROR_WINDOW_HELP,
+    InfraErrorGuard,
+    TooManyInfraErrors,
+    check_infra_error_settings,
+)
+from trainers.model_path import TINY_MODEL, ModelNotFoundError, check_model_path
 from trainers.monitoring import RolloutMonitor
 from trainers.overlap import PolicySnapshot, RolloutBatch, RolloutPrefetch
 from trainers.rollout import (
@@ -102,9 +110,19 @@ class AgentGRPOConfig(GRPOConfig):
     ray_address: str | None = field(default=None, metadata={
         "help": "With env_workers 'ray': the Ray cluster to join ('auto' or 'HEAD_IP:6379'); None starts a local, "
                 "loopback-only one (agentgym_envs.ray_workers.connect_ray)."})
+    infra_error_stop_share: float = field(default=0.5, metadata={"help": INFRA_ERROR_STOP_SHARE_HELP})
+    infra_error_window: int = field(default=3, metadata={"help": INFRA_ERROR_WINDOW_HELP})
+    zero_variance_warn_steps: int = field(default=3, metadata={
+        "help": "Warn (a zero_variance_streak alert: the log and the episode log) when every group of this many "
+                "steps in a row had equal rewards, i.e. GRPO's gradient was 0 (typically a model never "
+                "warm-started: the warning says how to); 0: never. Training goes on."})
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_infra_error_settings(self.infra_error_stop_share, self.infra_error_window)
+        if self.zero_variance_warn_steps < 0:
+            raise ValueError(f"zero_variance_warn_steps: expected >= 0 (0 = never warn), got "
+                             f"{self.zero_variance_warn_steps}")
         if isinstance(self.env_kwargs, str):
             self.env_kwargs = json.loads(self.env_kwargs)
         self.env_kwargs = dict(self.env_kwargs or {})
@@ -164,6 +182,7 @@ class EnvironmentRollouts:
     An episode ended by an infrastructure fault is no sample of the task: its ``env_reward`` reaches TRL as
     None, so that it stays out of its group's mean and std (TRL then gives it advantage 0), out of the
     zero-variance check, of the running reward statistics and of the curriculum, and its tokens out of the loss.
+    When too many episodes are such faults, training stops (:class:`~trainers.infra_guard.InfraErrorGuard`).
     Each process draws its own tasks from a generator seeded with ``config.seed`` and its process index.
 
     Args:
@@ -183,6 +202,7 @@ class EnvironmentRollouts:
         self.rng: np.random.Generator | None = None  # this process's, made on the first batch (:meth:`seed_process`)
         self.reward_stats = {env_id: RunningStats() for env_id in tasks}
         self.monitor = monitor or RolloutMonitor()
+        self.infra_guard = InfraErrorGuard(config.infra_error_stop_share, config.infra_error_window)
         self.generator: Generator | None = None
         self.engine: RolloutEngine | None = None
         self.snapshot: PolicySnapshot | None = None  # the generating copy of the policy, with overlap_rollouts
@@ -194,6 +214,9 @@ class EnvironmentRollouts:
         With ``overlap_rollouts``, the episodes are those generated in the background during the last step
         (:meth:`_play_overlapped`); everything else (rewards, curriculum, monitoring) runs here, on the
         training thread.
+
+        Raises:
+            TooManyInfraErrors: Too many episodes ended by an infrastructure fault (``infra_error_stop_share``).
         """
         if self.rng is None:
             self.seed_process(trainer.accelerator.process_index, trainer.accelerator.num_processes)
@@ -205,6 +228,7 @@ class EnvironmentRollouts:
         mask_out = self._masked_out(episodes, rewards)
         self.monitor.observe(episodes, trainer=trainer, dropped=mask_out,
                              batch_metrics=batch.metrics(step, overlapped=self.prefetch is not None))
+        self.infra_guard.observe(episodes, step=step)
         return self._outputs([_never_empty(episode, trainer.processing_class.eos_token_id)
                               for episode in episodes], rewards, mask_out)
 
@@ -602,7 +626,8 @@ def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[s
                                    monitor=RolloutMonitor(log_path=rank_log_path(config.episode_log,
                                                                                  config.process_index),
                                                           required_tools=required_tools(cards, tasks),
-                                                          mismatch_every=config.mismatch_every))
+                                                          mismatch_every=config.mismatch_every,
+                                                          zero_variance_steps=config.zero_variance_warn_steps))
     components = reward_component_names(cards)
     config.reward_weights = [1.0] + [0.0] * len(components)
     slots = config.max_steps * config.gradient_accumulation_steps * config.per_device_train_batch_size
@@ -626,16 +651,27 @@ def required_tools(cards: Mapping[str, EnvCard], tasks: Mapping[str, Sequence[Ta
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m trainers.grpo --config <yaml> [--flag value ...]``: train, save to ``output_dir``."""
+    """``python -m trainers.grpo --config <yaml> [--flag value ...]``: train, save to ``output_dir``.
+
+    Exits with status 1 and the reason, saving nothing, when the model path does not exist or too many episodes
+    ended by an infrastructure fault (``infra_error_stop_share``).
+    """
     from trl import get_peft_config
 
     parser = TrlParser((AgentGRPOConfig, ModelConfig))
     config, model_args = parser.parse_args_and_config(args=list(argv) if argv is not None else None)
-    model, tokenizer = load_model(model_args.model_name_or_path or "tiny", model_args.dtype)
+    name_or_path = model_args.model_name_or_path or TINY_MODEL
+    try:
+        check_model_path(name_or_path)
+    except ModelNotFoundError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    model, tokenizer = load_model(name_or_path, model_args.dtype)
     trainer = build_trainer(config, model, tokenizer, peft_config=get_peft_config(model_args))
     try:
         trainer.train()
         trainer.save_model(config.output_dir)
+    except TooManyInfraErrors as exc:
+        raise SystemExit(f"error: {exc}\n  the model was not saved to {config.output_dir}") from exc
     finally:
         trainer.rollouts.close()
     return 0

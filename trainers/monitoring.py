@@ -25,9 +25,17 @@ metric                         meaning
 Per-batch values are averaged over the batches of a log step, except those whose name holds ``max`` or
 ``p99`` (their largest is kept).
 
-Alerts (logged as warnings and written to the JSONL file): a tool an environment's tasks need is
-called in fewer than ``min_required_tool_rate`` of its episodes; the batch reward jumps more than
-``spike_z`` standard deviations above its running average (a symptom of reward hacking).
+Alerts (logged as warnings and written to the JSONL file):
+
+* ``tool_under_use``: a tool an environment's tasks need is called in fewer than ``min_required_tool_rate``
+  of its scored episodes;
+* ``reward_spike``: the batch reward jumps more than ``spike_z`` standard deviations above its running
+  average (a symptom of reward hacking);
+* ``infra_errors``: more than ``infra_alert_share`` of a batch's episodes ended by an infrastructure fault
+  (the message quotes the first; the trainers stop at ``infra_error_stop_share``, :mod:`trainers.infra_guard`);
+* ``zero_variance_streak``: every group of ``zero_variance_steps`` batches in a row had equal rewards, so
+  GRPO's advantages and gradient are 0 (a policy that never solves a task, typically one never
+  warm-started; the message says how to warm-start). Once per streak.
 """
 
 from __future__ import annotations
@@ -41,9 +49,17 @@ from typing import Any
 
 import numpy as np
 
+from trainers.infra_guard import INFRA_HINT, first_infra_error, infra_share
 from trainers.rollout import Episode
 
 logger = logging.getLogger(__name__)
+
+WARM_START_HINT = (
+    "the policy probably never solves a task (a model never warm-started does not answer): warm-start it with "
+    "SFT on demonstrations, `python -m trainers.sft --config trainers/configs/sft_tiny_cpu.yaml`, then train from "
+    "it with `--model_name_or_path runs/sft-tiny`; or run the main job, `python -m trainers.pipeline` (the tiny "
+    "model's pretraining, demonstrations, SFT, then GRPO)")
+"""How to give GRPO a policy whose groups differ in reward (the commands of the README's Training section)."""
 
 
 class RolloutMonitor:
@@ -56,15 +72,23 @@ class RolloutMonitor:
         spike_z: Alert when the batch reward exceeds its running mean by this many running stds.
         mismatch_every: Measure sampler/trainer mismatch every this many batches (0 = never); costs one
             forward pass over the batch.
+        infra_alert_share: Alert when more than this share of a batch's episodes ended by an infrastructure fault.
+        zero_variance_steps: Alert when every group of this many batches in a row had equal rewards (0 = never).
     """
 
     def __init__(self, log_path: str | Path | None = None, required_tools: Mapping[str, Sequence[str]] | None = None,
-                 min_required_tool_rate: float = 0.1, spike_z: float = 4.0, mismatch_every: int = 1) -> None:
+                 min_required_tool_rate: float = 0.1, spike_z: float = 4.0, mismatch_every: int = 1,
+                 infra_alert_share: float = 0.25, zero_variance_steps: int = 3) -> None:
+        if zero_variance_steps < 0:
+            raise ValueError(f"zero_variance_steps: expected >= 0 (0 = never alert), got {zero_variance_steps}")
         self.log_path = Path(log_path) if log_path else None
         self.required_tools = {env: tuple(tools) for env, tools in (required_tools or {}).items()}
         self.min_required_tool_rate = min_required_tool_rate
         self.spike_z = spike_z
         self.mismatch_every = mismatch_every
+        self.infra_alert_share = infra_alert_share
+        self.zero_variance_steps = zero_variance_steps
+        self._zero_variance_streak = 0
         self._episodes: list[Episode] = []
         self._dropped = 0
         self._batch_metrics: list[dict[str, float]] = []  # mismatch measurements and the trainer's batch_metrics
@@ -90,6 +114,8 @@ class RolloutMonitor:
             measured |= mismatch_statistics(trainer.model, episodes)
         self._batch_metrics.append(measured)
         self._check_spike(episodes)
+        self._check_infra(episodes)
+        self._check_zero_variance(episodes)
 
     def flush(self, step: int | None = None) -> dict[str, float]:
         """Metrics since the last flush (and write them, with new alerts, to the JSONL file)."""
@@ -109,7 +135,7 @@ class RolloutMonitor:
 
     def _check_tool_use(self, episodes: Sequence[Episode], step: int | None) -> None:
         for env_id, tools in self.required_tools.items():
-            mine = [episode for episode in episodes if episode.env_id == env_id]
+            mine = [episode for episode in episodes if episode.env_id == env_id and episode.scored]
             for tool in tools:
                 rate = np.mean([any(call["name"] == tool for call in e.tool_calls) for e in mine]) if mine else None
                 if rate is not None and rate < self.min_required_tool_rate:
@@ -125,6 +151,25 @@ class RolloutMonitor:
                 self._alert("reward_spike", f"batch reward {batch:.3f} vs running {mean:.3f} ± {std:.3f}: "
                             "inspect the episodes for reward hacking", step=None)
         self._reward_history.append(batch)
+
+    def _check_infra(self, episodes: Sequence[Episode]) -> None:
+        share = infra_share(episodes)
+        if share > self.infra_alert_share:
+            self._alert("infra_errors", f"{share:.0%} of the batch's {len(episodes)} episodes ended by an "
+                        f"infrastructure fault (> {self.infra_alert_share:.0%}); they teach nothing.\n"
+                        f"  first fault: {first_infra_error(episodes)}\n  to fix: {INFRA_HINT}", step=None)
+
+    def _check_zero_variance(self, episodes: Sequence[Episode]) -> None:
+        """Count batches in a row whose every group (of those with a scored episode) had equal rewards; alert
+        when the streak reaches ``zero_variance_steps``. A batch with no scored episode leaves the streak as is."""
+        zero, scored_groups = zero_variance_groups(episodes)
+        if not scored_groups:
+            return
+        self._zero_variance_streak = self._zero_variance_streak + 1 if zero == scored_groups else 0
+        if self.zero_variance_steps and self._zero_variance_streak == self.zero_variance_steps:
+            self._alert("zero_variance_streak", f"every group of the last {self.zero_variance_steps} batches had "
+                        "equal rewards (zero variance): GRPO's advantages and gradient are 0, nothing is learned; "
+                        f"{WARM_START_HINT}", step=None)
 
     def _alert(self, kind: str, message: str, *, step: int | None) -> None:
         logger.warning("rollout alert (%s): %s", kind, message)
@@ -167,17 +212,31 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     for reason, count in Counter(episode.stop_reason for episode in episodes).items():
         metrics[f"episodes/stop/{reason}"] = count / len(episodes)
     rewards: dict[str, list[float]] = defaultdict(list)
-    groups: dict[tuple[str, int], set[float]] = defaultdict(set)
     for episode in episodes:
         rewards[episode.env_id].append(episode.reward)
-        scored = groups[episode.env_id, episode.group]  # an infrastructure fault is no sample of the task
-        if not episode.infra_error:
-            scored.add(episode.reward)
     for env_id, values in rewards.items():
         metrics[reward_metric(env_id)] = float(np.mean(values))
-    # as GRPO's filter: fewer than two distinct scored rewards (a lone scored episode has advantage 0 too)
-    metrics["groups/zero_variance"] = float(np.mean([len(values) < 2 for values in groups.values()]))
+    metrics["groups/zero_variance"] = float(np.mean(list(group_has_zero_variance(episodes).values())))
     return metrics
+
+
+def group_has_zero_variance(episodes: Sequence[Episode]) -> dict[tuple[str, int], bool]:
+    """Per ``(env_id, group)``: whether it carries no GRPO signal, as GRPO's filter decides: fewer than two
+    distinct scored rewards (an infrastructure fault is no sample of the task; a lone scored episode has
+    advantage 0 too)."""
+    groups: dict[tuple[str, int], set[float]] = defaultdict(set)
+    for episode in episodes:
+        scored = groups[episode.env_id, episode.group]
+        if episode.scored:
+            scored.add(episode.reward)
+    return {key: len(values) < 2 for key, values in groups.items()}
+
+
+def zero_variance_groups(episodes: Sequence[Episode]) -> tuple[int, int]:
+    """``(zero-variance groups, groups)`` among the groups with at least one scored episode."""
+    scored = {(episode.env_id, episode.group) for episode in episodes if episode.scored}
+    flags = [zero for key, zero in group_has_zero_variance(episodes).items() if key in scored]
+    return sum(flags), len(flags)
 
 
 def turn_metrics(episodes: Sequence[Episode]) -> dict[str, float]:

@@ -58,6 +58,8 @@ from torch import Tensor, nn
 
 from tasks import Task, load_split
 from trainers.generation import TransformersGenerator
+from trainers.infra_guard import InfraErrorGuard, TooManyInfraErrors
+from trainers.model_path import ModelNotFoundError, check_model_path
 from trainers.overlap import PolicySnapshot, RolloutBatch, RolloutPrefetch
 from trainers.ppo_config import PPOConfig
 from trainers.rollout import (
@@ -357,6 +359,7 @@ class PPOTrainer:
         self.tasks = list(tasks) if tasks is not None else load_split(task_env_name(config.env_id), config.split)
         random.Random(config.seed).shuffle(self.tasks)
         self._shuffle = torch.Generator().manual_seed(config.seed)
+        self.infra_guard = InfraErrorGuard(config.infra_error_stop_share, config.infra_error_window)
 
     def train(self, on_update: Callable[[int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
         """Run ``config.max_steps`` updates, each on a fresh batch of rollouts.
@@ -366,10 +369,14 @@ class PPOTrainer:
 
         Returns:
             The metrics of every update.
+
+        Raises:
+            TooManyInfraErrors: Too many episodes ended by an infrastructure fault (``infra_error_stop_share``).
         """
         history = []
         for step in range(self.config.max_steps):
             batch = self._rollouts_overlapped(step) if self.prefetch is not None else self._rollouts(step)
+            self.infra_guard.observe(batch.episodes, step=step)
             metrics = self.update(batch.episodes, stale=batch.version < step)
             metrics |= batch.metrics(step, overlapped=self.prefetch is not None)
             history.append(metrics)
@@ -562,26 +569,41 @@ def load_policy(model_name_or_path: str | None):
 
     Returns:
         ``(model, tokenizer)``.
+
+    Raises:
+        ModelNotFoundError: ``model_name_or_path`` is a local path that does not exist
+            (:func:`trainers.model_path.check_model_path`).
     """
     if model_name_or_path is None:
         from trainers.tiny_model import load_or_build_tiny_model
 
         return load_or_build_tiny_model()
+    check_model_path(model_name_or_path)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     return AutoModelForCausalLM.from_pretrained(model_name_or_path), AutoTokenizer.from_pretrained(model_name_or_path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m trainers.ppo --config <yaml>``: train with PPO, log each update's metrics, save the policy."""
+    """``python -m trainers.ppo --config <yaml>``: train with PPO, log each update's metrics, save the policy.
+
+    Exits with status 1 and the reason, saving nothing, when the model path does not exist or too many episodes
+    ended by an infrastructure fault (``infra_error_stop_share``).
+    """
     from trl import TrlParser
 
     (config,) = TrlParser((PPOConfig,)).parse_args_and_config(args=list(argv) if argv is not None else None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     torch.manual_seed(config.seed)
-    trainer = PPOTrainer(config, *load_policy(config.model_name_or_path))
+    try:
+        policy = load_policy(config.model_name_or_path)
+    except ModelNotFoundError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    trainer = PPOTrainer(config, *policy)
     try:
         trainer.train(on_update=lambda step, metrics: logger.info("step %d %s", step, json.dumps(metrics)))
+    except TooManyInfraErrors as exc:
+        raise SystemExit(f"error: {exc}\n  the model was not saved to {config.output_dir}") from exc
     finally:
         trainer.close()
     logger.info("saved to %s", trainer.save())

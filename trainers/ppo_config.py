@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.horizon import HorizonSchedule
+from trainers.infra_guard import INFRA_ERROR_STOP_SHARE_HELP, INFRA_ERROR_WINDOW_HELP, check_infra_error_settings
 
 
 @dataclass
@@ -64,6 +65,8 @@ class PPOConfig:
     temperature: float = field(default=1.0, metadata={
         "help": "Sampling temperature; the trainer's logprobs, ratios, KL and entropy use the same tempered "
                 "distribution."})
+    infra_error_stop_share: float = field(default=0.5, metadata={"help": INFRA_ERROR_STOP_SHARE_HELP})
+    infra_error_window: int = field(default=3, metadata={"help": INFRA_ERROR_WINDOW_HELP})
 
     # Advantages.
     gamma: float = field(default=0.99, metadata={"help": "Discount per agent turn (turn-level GAE)."})
@@ -119,6 +122,7 @@ class PPOConfig:
         if self.overlap_rollouts and self.max_staleness < 1:
             raise ValueError(f"PPOConfig.max_staleness: expected >= 1 with overlap_rollouts (a batch is rolled out one "
                              f"update ahead), got {self.max_staleness}")
+        check_infra_error_settings(self.infra_error_stop_share, self.infra_error_window)
         if self.env_workers not in ("local", "ray"):
             raise ValueError(f"PPOConfig.env_workers: expected 'local' or 'ray', got {self.env_workers!r}")
         if "split" in self.env_kwargs:

@@ -183,8 +183,8 @@ def test_an_episode_whose_sandbox_failed_at_reset_reaches_trl_masked_out(tmp_pat
         def reset(self, **kwargs):
             raise SandboxCrashedError("container is gone")
 
-    model, tokenizer = load_or_build_tiny_model()
-    trainer = build_trainer(make_config(tmp_path), model, tokenizer, tasks={ENV_ID: TASKS},
+    model, tokenizer = load_or_build_tiny_model()  # infra_error_stop_share 1.0: the batch is kept, never stopped on
+    trainer = build_trainer(make_config(tmp_path, infra_error_stop_share=1.0), model, tokenizer, tasks={ENV_ID: TASKS},
                             env_factory=lambda env_id: ResetFails(gym.make(env_id, split="train")))
     try:
         inputs = trainer._generate_and_score_completions([{"prompt": f"{SLOT_PREFIX}{i // 2}"} for i in range(4)])
