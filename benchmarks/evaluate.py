@@ -21,10 +21,15 @@ Each model is played on the bundled split of every suite, through the same envir
 
 Models get ``--samples`` episodes per task at ``--temperature`` (pass@1 and the unbiased pass@k estimator of
 Chen et al. 2021 from them) and, when sampling, one greedy episode per task as well (greedy pass@1). Episodes
-that an infrastructure fault ended are left out of every rate and counted on their own. Per suite and model
-the report gives: pass@1, pass@k, greedy pass@1, mean reward and the mean of each reward component (an
-unanswered episode scores 0 on each), pass@1 and mean reward by difficulty, tool calls per episode and the
-agent's failure rate per tool, the turn distribution and the stop reasons. An episode is solved when its
+that an infrastructure fault ended are left out of every rate and counted on their own, with the first fault's
+message: each result counts its episodes as scored, infra (ended by an infrastructure fault) and invalid (scored
+episodes whose verifier run was invalid, e.g. SWE-v0's hidden test run errored or timed out: unsolved, the
+agent's outcome). A rate with no scored episode to compute it from is ``n/a`` (null in ``report.json``), never
+0, and the command exits with status 1 naming the first fault when any model scored nothing on a suite.
+
+Per suite and model the report gives: pass@1, pass@k, greedy pass@1, mean reward and the mean of each reward
+component (an unanswered episode scores 0 on each), pass@1 and mean reward by difficulty, tool calls per episode
+and the agent's failure rate per tool, the turn distribution and the stop reasons. An episode is solved when its
 ``outcome`` is 1 (:attr:`agentgym_envs.runner.Episode.success`): on WebShop that is a purchase scored 1.0
 (``outcome/success``), so pass@1 is WebShop's success rate and the mean reward its score (x100 in its papers).
 
@@ -73,6 +78,7 @@ from typing import Any
 import gymnasium as gym
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -86,6 +92,8 @@ from agentgym_envs.registration import sandbox_kwargs
 from agentgym_envs.runner import EnvPool, Episode, EpisodeRequest, EpisodeRunner, group_requests, scored
 from agentgym_envs.webshop import ShopServer
 from tasks import Task
+from trainers.infra_guard import INFRA_HINT, first_infra_error
+from trainers.model_path import check_model_path
 
 SUITES = {"search": "agentrl/Search-v0", "python": "agentrl/PythonSandbox-v0", "webshop": "agentrl/WebShop-v0",
           "data": "agentrl/DataAnalysis-v0", "swe": "agentrl/SWE-v0"}
@@ -100,6 +108,8 @@ NOT_COMPARED = frozenset({"split", "split_sha256", "tasks", "tasks_sha256", "ser
 
 ROLLOUT_LIMITS = ("max_turns", "max_tokens_per_turn", "max_context_tokens")
 ABSENT = "(absent)"
+INVALID_COMPONENT = "invalid"
+"""The reward component (``invalid`` or ``<term>/invalid``) that is 1.0 when an episode's verifier run was invalid."""
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -160,6 +170,9 @@ class EvalConfig:
             raise ValueError(f"k: expected values in 1..samples ({self.samples}), got {too_large}; raise --samples")
         if self.temperature < 0:
             raise ValueError(f"temperature: expected >= 0 (0 = greedy), got {self.temperature}")
+        for spec in self.models:
+            if spec not in BASELINES and not is_report_file(spec):
+                check_model_path(spec)
 
     @property
     def ks(self) -> tuple[int, ...]:
@@ -373,9 +386,9 @@ class SuiteResult:
         tasks: Tasks evaluated.
         episodes: Episodes played (infrastructure faults included).
         samples_per_task: Episodes per task (n of pass@k).
-        pass_at: ``{"1": ..., "k": ...}``, over episodes free of infrastructure faults.
-        greedy_pass_at_1: Greedy pass@1 (models sampled at a temperature > 0 only).
-        mean_reward: Mean final reward.
+        pass_at: ``{"1": ..., "k": ...}``, over episodes free of infrastructure faults (None: none scored).
+        greedy_pass_at_1: Greedy pass@1 (models sampled at a temperature > 0 only; None also when none scored).
+        mean_reward: Mean final reward of the scored episodes (None: none scored).
         reward_components: Mean of each reward component.
         by_difficulty: Per difficulty: ``tasks``, ``pass@1``, ``mean_reward``.
         tools: Per tool: ``calls_per_episode``, ``failure_rate`` (the agent's failures, over calls not hit by
@@ -384,6 +397,10 @@ class SuiteResult:
         turn_histogram: Episodes per number of turns.
         stop_reasons: Episodes per stop reason.
         infra_errors: Episodes an infrastructure fault ended (left out of every rate).
+        scored: Episodes counted in the rates (``episodes - infra_errors``).
+        invalid: Scored episodes whose verifier run was invalid (a reward component :data:`INVALID_COMPONENT`
+            is 1; e.g. SWE-v0's hidden test run errored or timed out); they count as unsolved.
+        first_infra_error: The message of the first infrastructure fault ("" when none).
         settings: Sampling and limits (``temperature``, rollout limits for models).
         notes: Anything a reader must know to read the numbers.
     """
@@ -395,9 +412,9 @@ class SuiteResult:
     tasks: int
     episodes: int
     samples_per_task: int
-    pass_at: dict[str, float]
+    pass_at: dict[str, float | None]
     greedy_pass_at_1: float | None
-    mean_reward: float
+    mean_reward: float | None
     reward_components: dict[str, float]
     by_difficulty: dict[str, dict[str, float]]
     tools: dict[str, dict[str, float]]
@@ -405,6 +422,9 @@ class SuiteResult:
     turn_histogram: dict[str, int]
     stop_reasons: dict[str, int]
     infra_errors: int
+    scored: int
+    invalid: int
+    first_infra_error: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -422,10 +442,20 @@ def per_task_counts(outcomes: Sequence[Episode]) -> dict[str, tuple[int, int]]:
     return {task_id: (n, c) for task_id, (n, c) in counts.items()}
 
 
-def mean_pass_at_k(outcomes: Sequence[Episode], k: int) -> float:
-    """pass@k averaged over the tasks with at least ``k`` valid episodes."""
+def mean_pass_at_k(outcomes: Sequence[Episode], k: int) -> float | None:
+    """pass@k averaged over the tasks with at least ``k`` scored episodes; None when no task has that many."""
     scores = [pass_at_k(n, c, k) for n, c in per_task_counts(outcomes).values() if n >= k]
-    return _mean(scores)
+    return _mean(scores) if scores else None
+
+
+def is_invalid_component(name: str) -> bool:
+    """Whether the reward component ``name`` says that the verifier run was invalid (:data:`INVALID_COMPONENT`)."""
+    return name == INVALID_COMPONENT or name.endswith(f"/{INVALID_COMPONENT}")
+
+
+def invalid_run(episode: Episode) -> bool:
+    """Whether the episode's verifier run was invalid (any :func:`is_invalid_component` component is 1)."""
+    return any(is_invalid_component(name) and value >= 1.0 for name, value in episode.reward_components.items())
 
 
 def reward_component_means(outcomes: Sequence[Episode]) -> dict[str, float]:
@@ -484,15 +514,17 @@ def summarize(model: str, suite: str, kind: str, outcomes: Sequence[Episode], *,
     """
     valid = scored(outcomes)
     turns, histogram = turn_statistics(outcomes)
+    rewards = [o.reward for o in valid]
     return SuiteResult(
         model=model, suite=suite, env_id=SUITES[suite], kind=kind, tasks=len({o.task_id for o in outcomes}),
         episodes=len(outcomes), samples_per_task=samples,
         pass_at={str(k): mean_pass_at_k(valid, min(k, samples)) for k in ks},
         greedy_pass_at_1=mean_pass_at_k(greedy, 1) if greedy is not None else None,
-        mean_reward=_mean([o.reward for o in valid]), reward_components=reward_component_means(valid),
+        mean_reward=_mean(rewards) if rewards else None, reward_components=reward_component_means(valid),
         by_difficulty=difficulty_table(valid), tools=tool_table(outcomes), turns=turns, turn_histogram=histogram,
         stop_reasons=dict(sorted(Counter(o.stop_reason for o in outcomes).items())),
-        infra_errors=len(outcomes) - len(valid), settings=dict(settings or {}), notes=list(notes))
+        infra_errors=len(outcomes) - len(valid), scored=len(valid), invalid=sum(map(invalid_run, valid)),
+        first_infra_error=first_infra_error(outcomes), settings=dict(settings or {}), notes=list(notes))
 
 
 # ---------------------------------------------------------------------------------------------- fingerprints
@@ -700,11 +732,21 @@ def load_run(path: Path, label: str, config: EvalConfig) -> tuple[list[SuiteResu
     data = json.loads(path.read_text(encoding="utf-8"))
     if not {"results", "fingerprint", "config"} <= set(data):
         raise ValueError(f"{path}: expected a report.json of benchmarks.evaluate, got keys {sorted(data)}")
-    results = [SuiteResult(**result) for result in data["results"] if result["suite"] in config.suites]
+    results = [SuiteResult(**with_counts(result)) for result in data["results"] if result["suite"] in config.suites]
     for result in results:
         result.model = f"{label}/{result.model}"
         result.notes.append(f"loaded from {path} (split {data['config']['split']})")
     return results, data["fingerprint"]
+
+
+def with_counts(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result of ``report.json`` with the scored and invalid counts, derived for a report written before they
+    were (scored: episodes less infra errors; invalid: the invalid component's mean over the scored episodes)."""
+    upgraded = dict(result)
+    upgraded.setdefault("scored", result["episodes"] - result["infra_errors"])
+    shares = [mean for name, mean in result["reward_components"].items() if is_invalid_component(name)]
+    upgraded.setdefault("invalid", round(upgraded["scored"] * max(shares, default=0.0)))
+    return upgraded
 
 
 def unique_labels(specs: Sequence[str]) -> list[str]:
@@ -759,6 +801,19 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+NOT_SCORED = "n/a"
+"""What a rate or mean shows when no episode was scored to compute it from."""
+
+
+def _rate(value: float | None, result: SuiteResult) -> str:
+    """A rate of ``result``: ``n/a`` when it scored no episode, ``-`` when not measured."""
+    return NOT_SCORED if result.scored == 0 else _pct(value)
+
+
+def _mean_reward(result: SuiteResult) -> str:
+    return NOT_SCORED if result.mean_reward is None else f"{result.mean_reward:.3f}"
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -769,14 +824,25 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the main table: one row per (suite, model)."""
     ks = [k for k in map(str, sorted({int(k) for r in report.results for k in r.pass_at})) if k != "1"]
-    header = ["suite", "model", "tasks", "episodes", "pass@1", *[f"pass@{k}" for k in ks], "greedy pass@1",
-              "mean reward", "mean turns", "infra errors"]
+    header = ["suite", "model", "tasks", "episodes", "scored", "infra", "invalid", "pass@1",
+              *[f"pass@{k}" for k in ks], "greedy pass@1", "mean reward", "mean turns"]
     rows = []
     for r in sorted(report.results, key=lambda r: r.suite):
-        rows.append([r.suite, r.model, str(r.tasks), str(r.episodes), _pct(r.pass_at["1"]),
-                     *[_pct(r.pass_at.get(k)) for k in ks], _pct(r.greedy_pass_at_1), f"{r.mean_reward:.3f}",
-                     f"{r.turns['mean']:.2f}", str(r.infra_errors)])
+        rows.append([r.suite, r.model, str(r.tasks), str(r.episodes), str(r.scored), str(r.infra_errors),
+                     str(r.invalid), _rate(r.pass_at["1"], r), *[_rate(r.pass_at.get(k), r) for k in ks],
+                     _rate(r.greedy_pass_at_1, r), _mean_reward(r), f"{r.turns['mean']:.2f}"])
     return header, rows
+
+
+def infra_lines(results: Sequence[SuiteResult]) -> list[str]:
+    """One line per (suite, model) with infrastructure faults: how many, and the first one's message."""
+    return [f"{r.model} · {r.suite}: {r.infra_errors} of {r.episodes} episodes ended by an infrastructure fault "
+            f"(left out of every rate); the first: {r.first_infra_error}" for r in results if r.infra_errors]
+
+
+def unscored_results(report: Report) -> list[SuiteResult]:
+    """The (suite, model) results with no scored episode: their rates measure nothing."""
+    return [r for r in report.results if r.scored == 0]
 
 
 def components_section(results: Sequence[SuiteResult]) -> str:
@@ -834,14 +900,16 @@ def render_markdown(report: Report) -> str:
     config = report.config
     results = sorted(report.results, key=lambda r: r.suite)
     notes = [f"- {r.model} · {r.suite}: {note}" for r in results for note in r.notes]
+    notes += [f"- {line}" for line in infra_lines(results)]
     header, rows = summary_rows(report)
     sections = [
         f"# Evaluation: {', '.join(config['suites'])} · split `{config['split']}`",
         f"samples per task {config['samples']}, temperature {config['temperature']}, seed {config['seed']}, "
         f"prompt style `{config['prompt_style']}`" + (f", first {config['limit']} tasks" if config["limit"] else ""),
         "## Summary", markdown_table(header, rows),
-        "Rates leave out episodes an infrastructure fault ended; pass@k is the unbiased estimator of "
-        "Chen et al. (2021).",
+        "Rates leave out episodes an infrastructure fault ended (`infra`), and are n/a when no episode was "
+        "scored; `invalid`: scored episodes whose verifier run was invalid (unsolved); pass@k is the unbiased "
+        "estimator of Chen et al. (2021).",
         "## Reward components (means; an unanswered episode scores 0; sub-components in report.json)",
         components_section(results),
         "## pass@1 by difficulty (tasks)", difficulty_section(results),
@@ -863,6 +931,8 @@ def render_console(report: Report, console: Console) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    for line in infra_lines(report.results):
+        console.print(f"[yellow]infrastructure faults[/yellow] {escape(line)}")
     for check in report.env_match:
         if check["match"]:
             console.print(f"[green]env match[/green] with {check['reference']}")
@@ -972,7 +1042,8 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Evaluate, print the summary, write the outputs; status 1 with --strict-env-match and a difference."""
+    """Evaluate, print the summary, write the outputs; status 1 when a model scored no episode on a suite (the
+    error names the first infrastructure fault), or with --strict-env-match and a difference."""
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     args = build_parser().parse_args(argv)
     try:
@@ -984,8 +1055,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     render_console(report, console)
     paths = write_outputs(report, args.out or default_out(config))
     console.print(f"wrote {', '.join(str(path) for path in paths)}")
+    unscored = unscored_results(report)
+    report_unscored(unscored, Console(stderr=True))
     mismatch = not all(check["match"] for check in report.env_match)
-    return 1 if args.strict_env_match and mismatch else 0
+    return 1 if unscored or (args.strict_env_match and mismatch) else 0
+
+
+def report_unscored(results: Sequence[SuiteResult], console: Console) -> None:
+    """Say which (suite, model) scored no episode, the first infrastructure fault of each, and what to do."""
+    for r in results:
+        console.print(f"[red]error[/red]: {escape(r.model)} · {r.suite}: no episode was scored ({r.episodes} "
+                      f"played, {r.infra_errors} ended by an infrastructure fault), so its rates are n/a; the "
+                      f"first fault: {escape(r.first_infra_error or '(none recorded)')}")
+    if results:
+        console.print(f"to fix: {escape(INFRA_HINT)}")
 
 
 if __name__ == "__main__":

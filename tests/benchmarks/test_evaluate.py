@@ -59,7 +59,9 @@ def test_oracle_and_random_side_by_side_on_search(tmp_path: Path) -> None:
     assert oracle["tools"]["search"]["calls_per_episode"] >= 1
     assert sum(oracle["stop_reasons"].values()) == 3
     markdown = (tmp_path / "report.md").read_text()
-    assert "| search | oracle | 3 | 3 | 100.0% |" in markdown and "| search | random | 3 | 6 |" in markdown
+    # suite, model, tasks, episodes, scored, infra, invalid, pass@1
+    assert "| search | oracle | 3 | 3 | 3 | 0 | 0 | 100.0% |" in markdown
+    assert "| search | random | 3 | 6 | 6 | 0 | 0 |" in markdown
     for name in ("by_difficulty.png", "tool_calls.png", "fingerprint.json"):
         assert (tmp_path / name).stat().st_size > 0
     assert len((tmp_path / "episodes.jsonl").read_text().splitlines()) == 9
