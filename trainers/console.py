@@ -2,7 +2,8 @@
 
 The seeds' runs send :class:`SeedEvent` objects (phase, step, latest loss and reward); the parent turns
 them into one live table, a row per seed (:class:`SeedDisplay`), or, when stdout is not a terminal (CI,
-a log file), into one plain line per phase change per seed. What a seed's run prints itself (TRL's log
+a log file), into one plain line per phase change per seed and a progress line about every
+minute. What a seed's run prints itself (TRL's log
 dictionaries, bars, warnings) goes to a file in its output directory (:func:`output_to`), and the
 trainers' log dictionaries to a JSON-lines file (:class:`TrainerLogFile`).
 
@@ -31,6 +32,8 @@ from transformers import TrainerCallback
 
 DONE = "done"
 """The phase a seed's run reports last."""
+PROGRESS_EVERY_S = 60.0
+"""Off a terminal, seconds between two progress lines of one seed within one phase."""
 SHOWN_METRICS = ("loss", "reward")
 """The entries of a trainer's log dictionary the display shows (when the trainer logs them)."""
 
@@ -65,6 +68,8 @@ class SeedStatus:
     """Latest value of each shown metric, over all phases."""
     phase_metrics: dict[str, float] = field(default_factory=dict)
     """Latest value of each shown metric in the current phase."""
+    last_line: float = 0.0
+    """When the last plain line about this seed was made (the board's clock)."""
 
 
 class SeedBoard:
@@ -73,15 +78,19 @@ class SeedBoard:
     Args:
         seeds: The seeds, in the order of the rows.
         clock: Seconds, for the elapsed times (a fake one in tests).
+        progress_every_s: Seconds after a seed's last plain line when a step of the same phase makes another.
     """
 
-    def __init__(self, seeds: Sequence[int], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, seeds: Sequence[int], clock: Callable[[], float] = time.monotonic,
+                 progress_every_s: float = PROGRESS_EVERY_S) -> None:
         self.clock = clock
+        self.progress_every_s = progress_every_s
         self.started = clock()
-        self.status = {seed: SeedStatus(since=self.started) for seed in seeds}
+        self.status = {seed: SeedStatus(since=self.started, last_line=self.started) for seed in seeds}
 
     def update(self, event: SeedEvent) -> str | None:
-        """Apply ``event``; returns the plain line that announces a new phase, or None when the phase goes on."""
+        """Apply ``event``; returns the plain line that announces a new phase, or reports a phase's progress
+        when ``progress_every_s`` have passed since the seed's last line, else None."""
         status, now = self.status[event.seed], self.clock()
         line = None
         if event.phase != status.phase:
@@ -90,7 +99,17 @@ class SeedBoard:
         status.done, status.total = event.done, event.total
         status.metrics.update(event.metrics or {})
         status.phase_metrics.update(event.metrics or {})
+        if line is None and event.total is not None and now - status.last_line >= self.progress_every_s:
+            line = self._progress_line(event.seed, status, now)
+        if line is not None:
+            status.last_line = now
         return line
+
+    def _progress_line(self, seed: int, status: SeedStatus, now: float) -> str:
+        """``[elapsed] seed k: <phase>, done/total steps[, metrics], <time in phase>``."""
+        shown = [f"{status.done}/{status.total} steps", *_metric_texts(status.phase_metrics),
+                 f"{now - status.since:.0f}s"]
+        return f"[{now - self.started:7.0f}s] seed {seed}: {status.phase}, {', '.join(shown)}"
 
     def _phase_line(self, event: SeedEvent, previous: SeedStatus, now: float) -> str:
         """``[elapsed] seed k: <new phase>[, N steps][ (<phase that ended>: done/total steps, metrics, time)]``."""
@@ -133,7 +152,8 @@ def _metric_texts(metrics: Mapping[str, float]) -> list[str]:
 
 
 class SeedDisplay:
-    """The seeds' progress on ``console``: a live table on a terminal, one line per phase change elsewhere.
+    """The seeds' progress on ``console``: a live table on a terminal; elsewhere one line per phase change, and
+    one per seed about every :data:`PROGRESS_EVERY_S` seconds within a phase.
 
     Use it as a context manager and feed it with :meth:`update`.
 
@@ -163,7 +183,8 @@ class SeedDisplay:
         return self.board.status[seed].phase
 
     def update(self, event: SeedEvent) -> None:
-        """Show ``event``: in the table (redrawn twice a second), or as a line when it begins a new phase."""
+        """Show ``event``: in the table (redrawn twice a second), or as a line when it begins a new phase or a
+        progress line is due."""
         line = self.board.update(event)
         if self.live is None and line is not None:
             self.console.print(line, markup=False, highlight=False, soft_wrap=True)

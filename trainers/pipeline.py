@@ -52,6 +52,7 @@ from tasks import Task
 
 if TYPE_CHECKING:
     from trainers.console import Report, SeedDisplay
+    from trainers.pretrain import EchoPretraining
 
 SEARCH_ENV = "agentrl/Search-v0"
 PYTHON_ENV = "agentrl/PythonSandbox-v0"
@@ -89,9 +90,18 @@ class PipelineConfig:
     groups_per_step: int = field(default=8, metadata={"help": "Tasks per GRPO step."})
     max_tokens_per_turn: int = field(default=96, metadata={"help": "Most tokens generated in one turn."})
     max_turns: int = field(default=2, metadata={"help": "Most model turns per episode."})
+    pretrain_seed: int = field(default=0, metadata={
+        "help": "Seed of the tiny model's echo pretraining draws (trainers.pretrain; each seed builds and caches "
+                "its own model, and every seed reaches the pretraining's targets)."})
     seed_workers: int = field(default=0, metadata={
         "help": "Seeds run side by side, one worker process each (0: up to two per CPU core, at most one per "
                 "seed; 1: one after another in this process)."})
+
+    def pretraining(self) -> EchoPretraining:
+        """The echo pretraining of the tiny model the seeds start from."""
+        from trainers.pretrain import EchoPretraining
+
+        return EchoPretraining(seed=self.pretrain_seed)
 
     def workers(self) -> int:
         """How many seeds run at once.
@@ -257,6 +267,7 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
             results[label] = engine.run(group_requests([(job.env_id, task) for task in job.held_out], samples, seed))
     finally:
         pool.close()
+    check_scored(job.env_id, [episode for episodes in results.values() for episode in episodes])
     sampled, tasks = scored(results["sampled"]), {task.id: task for task in job.held_out}
     return Evaluation(
         greedy_success=success_rate(results["greedy"]),
@@ -265,6 +276,27 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
         tool_calls=float(np.mean([len(e.tool_calls) for e in sampled])),
         answer_in_tool_output=float(np.mean([answer_in_tool_output(e, tokenizer, tasks[e.task_id]) for e in sampled])),
         infra_errors=sum(e.infra_error for episodes in results.values() for e in episodes))
+
+
+class EvaluationError(RuntimeError):
+    """Too few held-out episodes were scored for a rate to mean anything (infrastructure faults ended the rest)."""
+
+
+MAX_INFRA_SHARE = 0.5
+"""Largest share of a held-out evaluation's episodes an infrastructure fault may end before the job stops."""
+
+
+def check_scored(env_id: str, episodes: Sequence[Episode]) -> None:
+    """Raise :class:`EvaluationError` when more than :data:`MAX_INFRA_SHARE` of ``episodes`` (all of them, at the
+    least) were ended by an infrastructure fault, naming the first fault."""
+    from trainers.infra_guard import INFRA_HINT, first_infra_error, infra_share
+
+    if episodes and infra_share(episodes) <= MAX_INFRA_SHARE:
+        return
+    faults = sum(episode.infra_error for episode in episodes)
+    raise EvaluationError(
+        f"held-out evaluation of {env_id}: {faults} of {len(episodes)} episodes ended by an infrastructure fault, "
+        f"so no success rate is reported. The first one said: {first_infra_error(episodes)}. To fix: {INFRA_HINT}.")
 
 
 def answer_in_tool_output(episode: Episode, tokenizer, task: Task) -> bool:
@@ -325,7 +357,7 @@ def run_seed(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob], epis
 
     notify = report or (lambda phase, done, total: None)
     output = Path(config.output_dir) / f"seed-{seed}"
-    model, tokenizer = load_or_build_pretrained(progress=True)
+    model, tokenizer = load_or_build_pretrained(settings=config.pretraining())
     torch.manual_seed(seed)
     timings = {}
     started = time.perf_counter()
@@ -559,21 +591,32 @@ def pretrain_beside_demonstrations(config: PipelineConfig) -> list:
 
     The pretraining runs on one core (:func:`trainers.pretrain.one_torch_thread`) and the demonstrations
     need only the tokenizer, so on a fresh machine the two overlap. Returns the demonstrations.
+
+    Raises:
+        PretrainingError: A pretraining phase missed its target (the worker is stopped at once).
     """
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
-    from trainers.pretrain import load_or_build_pretrained
+    from trainers.pretrain import built_phases, load_or_build_pretrained, pretrained_dir, print_flushed
     from trainers.tiny_model import load_or_build_tiny_model
 
     load_or_build_tiny_model()  # the tokenizer, built before both sides read it
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        collected = pool.submit(_demonstrations_in_worker, config)
-        load_or_build_pretrained(progress=True)
-        print("waiting for the demonstrations ...", flush=True)
-        episodes = collected.result()
-    print(f"demonstrations: {len(episodes)} episodes", flush=True)
+    settings = config.pretraining()
+    if (pretrained_dir(settings=settings) / "config.json").exists():
+        print_flushed(f"echo pretraining: reusing {pretrained_dir(settings=settings)}")
+    with multiprocessing.get_context("spawn").Pool(1) as pool:  # leaving the block stops the worker
+        collected = pool.apply_async(_demonstrations_in_worker, (config,))
+        load_or_build_pretrained(settings=settings, progress=print_flushed)
+        phases = ", ".join(_phase_summary(phase) for phase in built_phases(settings=settings))
+        print_flushed(f"echo pretraining: {phases}")
+        print_flushed("collecting the demonstrations ...")
+        episodes = collected.get()
+    print_flushed(f"demonstrations: {len(episodes)} episodes")
     return episodes
+
+
+def _phase_summary(phase: Any) -> str:
+    return f"{phase.name} {phase.accuracy:.3f} in {phase.steps} steps"
 
 
 def _demonstrations_in_worker(config: PipelineConfig) -> list:
@@ -590,16 +633,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' weight-loading bars, off the console
     from transformers import HfArgumentParser
 
+    from trainers.infra_guard import TooManyInfraErrors
+    from trainers.pretrain import PretrainingError, built_phases
+
     (config,) = HfArgumentParser(PipelineConfig).parse_args_into_dataclasses(args=argv)
     output = Path(config.output_dir)
     output.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     jobs = env_jobs(config)
-    episodes = pretrain_beside_demonstrations(config)
-    runs = run_seeds(config, jobs, episodes)
+    try:
+        episodes = pretrain_beside_demonstrations(config)
+        runs = run_seeds(config, jobs, episodes)
+    except (PretrainingError, EvaluationError, TooManyInfraErrors) as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 1
     print_table(runs, jobs)
     save_plot(runs, output / "reward.png")
     results = {"config": asdict(config), "held_out_tasks": {env_id: len(job.held_out) for env_id, job in jobs.items()},
+               "pretraining": [asdict(phase) for phase in built_phases(settings=config.pretraining())],
                "demonstrations": len(episodes), "runs": runs,
                "total_s": time.perf_counter() - started}
     (output / "results.json").write_text(json.dumps(results, indent=2))

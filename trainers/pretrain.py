@@ -43,13 +43,17 @@ head). The result is cached next to the tiny model and reused.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import random
 import sys
-import warnings
+import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +61,7 @@ from trainers.tiny_model import TinyModelConfig, default_model_dir, load_or_buil
 
 PRETRAIN_WORLD_SEED = 9001
 """Seed of the world whose articles are echoed (the bundled world uses another seed)."""
-ECHO_FORMAT = 6
+ECHO_FORMAT = 7
 """Version of the echo curriculum (part of the cache folder's name)."""
 
 
@@ -65,45 +69,98 @@ ECHO_FORMAT = 6
 class EchoPretraining:
     """Settings of the echo pretraining.
 
+    Each phase with a target trains until its accuracy (the mean over the last ``window`` steps, on fresh
+    draws every step) reaches the target, within a budget of steps; a phase that spends its budget below
+    its target raises :class:`PretrainingError`. The drills climb :data:`DRILL_LEVELS`, each level until the
+    target.
+
     Attributes:
-        random_steps: Optimizer steps on random token strings (phase 1).
-        sentence_steps: Optimizer steps on sentences with substituted tokens (phase 2).
-        report_steps: Optimizer steps on report drills (phase 3, at ``sentence_learning_rate``).
-        report_target: Drill accuracy below which the build warns that the warm start may not answer.
-        window: Last steps each phase's reported accuracy is averaged over.
+        random_target: Copy accuracy on random token strings that ends phase 1.
+        random_max_steps: Most optimizer steps of phase 1.
+        sentence_steps: Optimizer steps on sentences with substituted tokens (phase 2; no target: it adds the
+            text's own tokens to a copy that phase 1 made).
+        report_target: Drill accuracy that ends each drill level, the last one ending phase 3.
+        report_max_steps: Most optimizer steps of phase 3, all levels together.
+        window: Last steps each phase's accuracy is averaged over.
         batch_size: Sequences per step.
         learning_rate: AdamW learning rate of phase 1.
         sentence_learning_rate: AdamW learning rate of phases 2 and 3.
         substitution: Share of each sentence's tokens replaced by random ordinary tokens in phase 2.
-        seed: Seed of the draws. The default is the seed whose build was checked end to end (SFT and GRPO
-            on it, see the module's docstring); the build is the same model on any machine of this kind.
+        seed: Seed of the draws. Any seed reaches the targets (measured over seeds and kernel paths: see
+            ``docs/pretraining.md``); only the number of steps it takes changes.
     """
 
-    random_steps: int = 800
+    random_target: float = 0.95
+    random_max_steps: int = 2000
     sentence_steps: int = 300
-    report_steps: int = 1000
     report_target: float = 0.9
+    report_max_steps: int = 3000
     window: int = 20
     batch_size: int = 32
     learning_rate: float = 3e-3
     sentence_learning_rate: float = 1e-3
     substitution: float = 0.25
-    seed: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("random_target", "report_target"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}: expected an accuracy in [0, 1], got {getattr(self, name)}")
+        if self.window < 1 or min(self.random_max_steps, self.report_max_steps) < self.window:
+            raise ValueError(f"window: expected 1 <= window <= every phase's step budget, got window {self.window}, "
+                             f"budgets {self.random_max_steps} and {self.report_max_steps}")
 
     @property
     def key(self) -> str:
         """Names the settings that change the model in the cache folder's name."""
-        return (f"echo{ECHO_FORMAT}-{self.random_steps}r{self.sentence_steps}s{self.report_steps}d-b{self.batch_size}"
+        return (f"echo{ECHO_FORMAT}-r{self.random_target:g}x{self.random_max_steps}-{self.sentence_steps}s"
+                f"-d{self.report_target:g}x{self.report_max_steps}-w{self.window}-b{self.batch_size}"
                 f"-lr{self.learning_rate:g}-{self.sentence_learning_rate:g}-p{self.substitution:g}-s{self.seed}")
 
 
 @dataclass
 class PhaseResult:
-    """How one pretraining phase went: its name, its steps and its training accuracy over the last steps."""
+    """How one pretraining phase went.
+
+    Attributes:
+        name: The phase.
+        steps: Optimizer steps it took.
+        accuracy: Its accuracy over the last ``window`` steps.
+        target: The accuracy that ends it (None: it runs a fixed number of steps).
+        seconds: Wall-clock time it took.
+    """
 
     name: str
     steps: int
     accuracy: float
+    target: float | None = None
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """``echo pretraining, <name>: N steps, copy accuracy A (target T), S s``."""
+        target = f" (target {self.target:g})" if self.target is not None else ""
+        return (f"echo pretraining, {self.name}: {self.steps} steps, copy accuracy {self.accuracy:.3f}{target}, "
+                f"{self.seconds:.0f} s")
+
+
+class PretrainingError(RuntimeError):
+    """A pretraining phase spent its step budget below its target accuracy.
+
+    Attributes:
+        phases: How each phase went up to the failed one, which comes last.
+        phase: The failed phase.
+    """
+
+    def __init__(self, phases: Sequence[PhaseResult], settings: EchoPretraining) -> None:
+        self.phases, self.phase = list(phases), phases[-1]
+        phase = self.phase
+        super().__init__(
+            f"echo pretraining: phase '{phase.name}' reached copy accuracy {phase.accuracy:.3f} after its budget of "
+            f"{phase.steps} steps, expected {phase.target:g}. The warm start built on such a model does not learn to "
+            f"answer, so the build stops here and saves nothing. What to do: build with other draws "
+            f"(`python -m trainers.pretrain --seed {settings.seed + 1}`, or the main job's --pretrain_seed), or give "
+            f"the phase more steps (EchoPretraining.random_max_steps / report_max_steps); please report the seed, "
+            f"`ATEN_CPU_CAPABILITY` and torch version with it.")
 
 
 def echo_sentences(n_entities: int = 400) -> list[str]:
@@ -142,14 +199,34 @@ def echo_batch(tokenizer, sentences: Sequence[str], rng: random.Random, batch_si
     return _padded(rows, masks, tokenizer.pad_token_id)
 
 
-def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Sequence[int]):
+@dataclass(frozen=True)
+class DrillLevel:
+    """How much a report drill's tool result holds besides the last line the answer repeats.
+
+    Attributes:
+        header: A header line of random tokens comes first (as ``[python result (ok)]`` does).
+        max_lines: Most lines of random tokens and numbers between the header and the last line.
+    """
+
+    header: bool
+    max_lines: int
+
+
+DRILL_LEVELS = (DrillLevel(header=False, max_lines=0), DrillLevel(header=True, max_lines=0),
+                DrillLevel(header=True, max_lines=1), DrillLevel(header=True, max_lines=2))
+"""The drills' curriculum, easiest first: the last line alone, after a header, then behind up to one and two
+more lines. The last level is the drill the model has to master."""
+
+
+def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Sequence[int],
+                 level: DrillLevel = DRILL_LEVELS[-1]):
     """Input ids, attention mask and loss mask (1 on the answer) of ``batch_size`` report drills.
 
     A drill is one agent episode in the chat template with random content: a user turn and a tool call of
-    random tokens and numbers, a tool result (a header line of random tokens, up to two lines of random
-    tokens and numbers, then a random number, one time in five a few random tokens instead), and the
-    answer ``<answer>{that last line}</answer>``. The numbers elsewhere are distractors: only the tool
-    result's last line is the answer.
+    random tokens and numbers, a tool result (at ``level``: a header line of random tokens, up to
+    ``level.max_lines`` lines of random tokens and numbers, then a random number, one time in five a few
+    random tokens instead), and the answer ``<answer>{that last line}</answer>``. The numbers elsewhere are
+    distractors: only the tool result's last line is the answer.
     """
     from trainers.chat import ChatFormat
 
@@ -168,8 +245,8 @@ def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Se
     rows, masks = [], []
     for _ in range(batch_size):
         value = number() if rng.random() < 0.8 else [rng.choice(substitutes) for _ in range(rng.randint(1, 4))]
-        header = [rng.choice(substitutes) for _ in range(rng.randint(1, 6))]
-        lines = [header + encode("\n")] + [mixed(1, 6) + encode("\n") for _ in range(rng.randint(0, 2))]
+        header = [[rng.choice(substitutes) for _ in range(rng.randint(1, 6))] + encode("\n")] if level.header else []
+        lines = header + [mixed(1, 6) + encode("\n") for _ in range(rng.randint(0, level.max_lines))]
         context = (encode(chat.prompt_prefix) + mixed(5, 30) + encode(f"{chat.prompt_suffix}<tool_call>")
                    + mixed(3, 25) + encode(f"</tool_call>{chat.turn_end}{chat.tool_prefix}")
                    + [token for line in lines for token in line] + value + encode(f"{chat.tool_suffix}<answer>"))
@@ -205,42 +282,111 @@ def ordinary_token_ids(tokenizer) -> list[int]:
                   if index not in special and "\n" not in tokenizer.convert_tokens_to_string([token]))
 
 
-def pretrain_echo(model, tokenizer, settings: EchoPretraining, *, progress: bool = False) -> list[PhaseResult]:
-    """Train ``model`` in place on the three phases; returns how each went.
+Batch = tuple[Any, Any, Any]
+"""Input ids, attention mask and loss mask of one step."""
 
-    Warns when the drills end below ``settings.report_target`` (SFT on such a model answered 0-25% of
-    held-out tasks, against up to 83% on builds whose drills passed it; see the module's docstring).
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the pretraining: batches of rising difficulty, trained on until the target or the budget.
+
+    Attributes:
+        name: What it trains on.
+        learning_rate: Its AdamW learning rate (a fresh optimizer per phase).
+        levels: Batch makers, easiest first; each level runs until its accuracy reaches ``target``.
+        budget: Most optimizer steps, all levels together (with no target: the steps it runs).
+        target: Accuracy over the last ``window`` steps that ends a level (None: run ``budget`` steps).
     """
-    import torch
-    from rich.progress import Progress
 
+    name: str
+    learning_rate: float
+    levels: Sequence[Callable[[], Batch]]
+    budget: int
+    target: float | None = None
+
+
+def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
+    """The three phases of ``settings``, drawing from one random generator seeded with ``settings.seed``."""
     rng, sentences, substitutes = random.Random(settings.seed), echo_sentences(), ordinary_token_ids(tokenizer)
     size = settings.batch_size
-    phases = (
-        ("random strings", settings.random_steps, settings.learning_rate,
-         lambda: echo_batch(tokenizer, sentences, rng, size, 1.0, substitutes)),
-        ("sentences", settings.sentence_steps, settings.sentence_learning_rate,
-         lambda: echo_batch(tokenizer, sentences, rng, size, settings.substitution, substitutes)),
-        ("report drills", settings.report_steps, settings.sentence_learning_rate,
-         lambda: report_batch(tokenizer, rng, size, substitutes)),
-    )
-    results = []
+    return [
+        Phase("random strings", settings.learning_rate,
+              [lambda: echo_batch(tokenizer, sentences, rng, size, 1.0, substitutes)],
+              settings.random_max_steps, settings.random_target),
+        Phase("sentences", settings.sentence_learning_rate,
+              [lambda: echo_batch(tokenizer, sentences, rng, size, settings.substitution, substitutes)],
+              settings.sentence_steps),
+        Phase("report drills", settings.sentence_learning_rate,
+              [lambda level=level: report_batch(tokenizer, rng, size, substitutes, level) for level in DRILL_LEVELS],
+              settings.report_max_steps, settings.report_target),
+    ]
+
+
+def pretrain_echo(model, tokenizer, settings: EchoPretraining,
+                  progress: Callable[[str], None] | None = None) -> list[PhaseResult]:
+    """Train ``model`` in place on the three phases; returns how each went.
+
+    Args:
+        progress: Called with a line when a phase or drill level starts, about every
+            :data:`PROGRESS_EVERY_S` seconds within one, and when one ends (None: silent).
+
+    Raises:
+        PretrainingError: A phase spent its budget below its target.
+    """
     model.train()
-    with Progress(disable=not progress, transient=True) as bar:
-        for name, steps, learning_rate, next_batch in phases:
-            task = bar.add_task(f"pretraining: {name}", total=steps)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
-            recent: deque[float] = deque(maxlen=settings.window)
-            for _ in range(steps):
-                recent.append(_echo_step(model, optimizer, *next_batch()))
-                bar.advance(task)
-            results.append(PhaseResult(name, steps, float(np.mean(recent)) if recent else 0.0))
-    drills = results[-1]
-    if drills.accuracy < settings.report_target:
-        warnings.warn(f"echo pretraining: the report drills end at {drills.accuracy:.2f} accuracy, below "
-                      f"{settings.report_target}; the SFT warm start on this model may not learn to answer",
-                      RuntimeWarning, stacklevel=2)
+    results = []
+    for phase in echo_phases(tokenizer, settings):
+        result = train_phase(model, phase, settings.window, progress or (lambda line: None))
+        results.append(result)
+        if result.target is not None and result.accuracy < result.target:
+            raise PretrainingError(results, settings)
     return results
+
+
+PROGRESS_EVERY_S = 60.0
+"""Seconds between two progress lines of one phase."""
+
+
+def train_phase(model, phase: Phase, window: int, progress: Callable[[str], None],
+                clock: Callable[[], float] = time.monotonic) -> PhaseResult:
+    """Train ``model`` on ``phase``'s levels in turn, each until its target, within the phase's budget."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=phase.learning_rate, weight_decay=0.0)
+    recent: deque[float] = deque(maxlen=window)
+    started = last_line = clock()
+    level, steps, finished = 0, 0, False
+    progress(f"echo pretraining, {phase.name}: {_budget_text(phase)}")
+    while steps < phase.budget and not finished:
+        recent.append(_echo_step(model, optimizer, *phase.levels[level]()))
+        steps += 1
+        reached = (phase.target is not None and len(recent) == window
+                   and float(np.mean(recent)) >= phase.target)
+        finished = reached and level + 1 == len(phase.levels)
+        if finished:
+            break
+        if reached or clock() - last_line >= PROGRESS_EVERY_S:
+            progress(f"echo pretraining, {_level_name(phase, level)}: step {steps}, copy accuracy "
+                     f"{np.mean(recent):.3f}, {clock() - started:.0f} s" + (" (target reached)" if reached else ""))
+            last_line = clock()
+        if reached:
+            level += 1
+            recent.clear()
+    name = phase.name if finished or phase.target is None else _level_name(phase, level)
+    result = PhaseResult(name, steps, float(np.mean(recent)) if recent else 0.0, phase.target, clock() - started)
+    progress(result.line())
+    return result
+
+
+def _budget_text(phase: Phase) -> str:
+    if phase.target is None:
+        return f"{phase.budget} steps"
+    levels = f" at each of {len(phase.levels)} levels" if len(phase.levels) > 1 else ""
+    return f"until copy accuracy {phase.target:g}{levels}, at most {phase.budget} steps"
+
+
+def _level_name(phase: Phase, level: int) -> str:
+    return phase.name if len(phase.levels) == 1 else f"{phase.name}, level {level + 1} of {len(phase.levels)}"
 
 
 def _echo_step(model, optimizer, input_ids, attention, loss_mask) -> float:
@@ -294,60 +440,107 @@ def copy_accuracy(model, tokenizer, sentences: Sequence[str], *, batches: int = 
     return hits / total, unseen_hits / max(unseen_total, 1.0)
 
 
+PHASES_FILE = "pretraining.json"
+"""The record of a build's phases (:class:`PhaseResult` fields) in its model folder."""
+
+
 def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: EchoPretraining | None = None,
-                             *, progress: bool = False):
+                             *, progress: Callable[[str], None] | None = None, threads: int = 1):
     """The tiny model after echo pretraining, built and saved the first time, then reused.
+
+    Args:
+        config: The tiny model's shape (default :class:`TinyModelConfig`).
+        settings: The pretraining (default :class:`EchoPretraining`).
+        progress: Where the build's progress lines go (None: nowhere); a reused model reports nothing.
+        threads: Torch threads of the build (one by default: see :func:`torch_threads`).
 
     Returns:
         ``(model, tokenizer)``.
+
+    Raises:
+        PretrainingError: A phase missed its target; nothing is saved.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    config, settings = config or TinyModelConfig(), settings or EchoPretraining()
-    base = default_model_dir(config)
-    directory = base.with_name(f"{base.name}-{settings.key}")
+    directory = pretrained_dir(config, settings)
     if not (directory / "config.json").exists():
         model, tokenizer = load_or_build_tiny_model(config)
-        with one_torch_thread():
-            phases = pretrain_echo(model, tokenizer, settings, progress=progress)
-        for phase in phases if progress else ():
-            print(f"echo pretraining, {phase.name}: {phase.steps} steps, copy accuracy {phase.accuracy:.3f}")
+        with torch_threads(threads):
+            phases = pretrain_echo(model, tokenizer, settings or EchoPretraining(), progress)
         save_model_folder(model, tokenizer, directory)
+        (directory / PHASES_FILE).write_text(json.dumps([asdict(phase) for phase in phases], indent=2))
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
 
 
-@contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Torch runs on one intra-op thread inside the block (restored after it).
+def pretrained_dir(config: TinyModelConfig | None = None, settings: EchoPretraining | None = None) -> Path:
+    """Where the model of ``config`` pretrained with ``settings`` is cached (beside the untrained one)."""
+    base = default_model_dir(config or TinyModelConfig())
+    return base.with_name(f"{base.name}-{(settings or EchoPretraining()).key}")
 
-    The floating-point order of a step changes with the thread count, and the pretraining's sudden
-    transitions (see the module's docstring) can amplify such differences: on one thread a build gives
-    the same model on any number of cores, the model the recipe was checked with.
+
+def built_phases(config: TinyModelConfig | None = None, settings: EchoPretraining | None = None) -> list[PhaseResult]:
+    """How the cached build's phases went (empty when it was not built yet)."""
+    record = pretrained_dir(config, settings) / PHASES_FILE
+    return [PhaseResult(**phase) for phase in json.loads(record.read_text())] if record.exists() else []
+
+
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Torch runs on ``threads`` intra-op threads inside the block (restored after it).
+
+    The floating-point order of a step changes with the thread count: on a fixed count (one, by default) a
+    build gives the same model on any number of cores of one machine. The targets are reached on any count.
     """
     import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
         yield
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(before)
+
+
+def one_torch_thread() -> contextlib.AbstractContextManager[None]:
+    """:func:`torch_threads` with one thread."""
+    return torch_threads(1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m trainers.pretrain``: build (or reuse) the pretrained tiny model and report its copying."""
     from tasks.search import load_world
 
-    argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="python -m trainers.pretrain",
         description="Build the echo-pretrained tiny model (cached under $AGENTRL_CACHE or ~/.cache/agentrl, "
-                    "models/; reused when present) and print how well it copies the bundled world's sentences.",
-    ).parse_args(argv)
-    model, tokenizer = load_or_build_pretrained(progress=True)
+                    "models/; reused when present) and print how well it copies the bundled world's sentences.")
+    parser.add_argument("--seed", type=int, default=EchoPretraining.seed, help="Seed of the pretraining's draws.")
+    parser.add_argument("--threads", type=int, default=1, help="Torch threads of the build.")
+    parser.add_argument("--json", type=Path, help="Write how each phase went here (the failed one last, if any).")
+    args = parser.parse_args(argv)
+    settings = EchoPretraining(seed=args.seed)
+    try:
+        model, tokenizer = load_or_build_pretrained(settings=settings, progress=print_flushed, threads=args.threads)
+    except PretrainingError as error:
+        _write_phases(args.json, error.phases)
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    _write_phases(args.json, built_phases(settings=settings))
     every, unseen = copy_accuracy(model, tokenizer, article_sentences(load_world()))
+    print(f"model: {pretrained_dir(settings=settings)}")
     print(f"echo of the bundled world's sentences: {every:.3f} of tokens copied, "
           f"{unseen:.3f} of those the echo text never held")
     return 0
+
+
+def _write_phases(path: Path | None, phases: Sequence[PhaseResult]) -> None:
+    if path is not None:
+        path.write_text(json.dumps([asdict(phase) for phase in phases], indent=2))
+
+
+def print_flushed(line: str) -> None:
+    """Print ``line`` at once, whatever stdout is (a file or pipe buffers otherwise)."""
+    print(line, flush=True)
 
 
 if __name__ == "__main__":

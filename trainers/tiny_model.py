@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tasks import Task, available_splits, load_split
+from trainers.model_path import TINY_MODEL, check_model_path
 
 IM_START, IM_END, PAD, EOS = "<|im_start|>", "<|im_end|>", "<|pad|>", "<|endoftext|>"
 ACTION_TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>", "</answer>",
@@ -215,16 +216,21 @@ def save_model_folder(model, tokenizer, directory: str | Path) -> None:
         staging.rename(directory)
 
 
-def load_model(name_or_path: str = "tiny", dtype: str | None = None):
+def load_model(name_or_path: str = TINY_MODEL, dtype: str | None = None):
     """A policy and its tokenizer: ``"tiny"`` builds (or reuses) the local tiny model; anything else is a local
     checkpoint or a hub id loaded with ``transformers``.
 
     Returns:
         ``(model, tokenizer)``.
+
+    Raises:
+        ModelNotFoundError: ``name_or_path`` is a local path that does not exist (see
+            :func:`trainers.model_path.check_model_path`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if name_or_path == "tiny":
+    if name_or_path == TINY_MODEL:
         return load_or_build_tiny_model()
+    check_model_path(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype or "auto")
     return model, AutoTokenizer.from_pretrained(name_or_path)

@@ -319,3 +319,65 @@ def test_warm_start_logs_trls_dictionaries_to_the_seed_folder_and_reports_each_s
     assert seen[:3] == [("SFT", 0, 2), ("SFT", 1, 2), ("SFT", 2, 2)]
     logged = [json.loads(line) for line in (tmp_path / "sft" / "trainer_log.jsonl").read_text().splitlines()]
     assert logged[-1]["step"] == 2 and "train_loss" in logged[-1]
+
+
+def test_board_off_a_terminal_reports_progress_within_a_long_phase_about_every_minute():
+    from trainers.console import SeedBoard, SeedEvent
+
+    clock = FakeClock()
+    board = SeedBoard([0], clock, progress_every_s=60)
+    lines = []
+    for now, step in ((0, 0), (30, 1), (61, 2), (90, 3), (125, 4)):
+        clock.now = now
+        lines.append(board.update(SeedEvent(0, "GRPO", step, 12, {"reward": 0.5} if step == 3 else None)))
+    assert lines == ["[      0s] seed 0: GRPO, 12 steps", None, "[     61s] seed 0: GRPO, 2/12 steps, 61s", None,
+                     "[    125s] seed 0: GRPO, 4/12 steps, reward 0.5, 125s"]
+    clock.now = 130
+    assert board.update(SeedEvent(0, "evaluating SFT + GRPO", 0, None)) is not None
+    clock.now = 400
+    assert board.update(SeedEvent(0, "evaluating SFT + GRPO", 0, None)) is None  # no steps to report
+
+
+def _episode(infra_error: bool, error: str = ""):
+    from agentgym_envs.runner import Episode
+
+    return Episode(env_id=PYTHON_ENV, task_id="t", group=0, seed=None, infra_error=infra_error, error=error)
+
+
+@pytest.mark.parametrize(("faults", "episodes", "stops"), [
+    (0, 4, False),  # nothing went wrong
+    (2, 4, False),  # half: still scored enough to report
+    (3, 4, True),   # most episodes ended by a fault: no rate
+    (0, 0, True),   # nothing played at all
+])
+def test_a_held_out_evaluation_mostly_ended_by_infrastructure_faults_stops_the_job_naming_the_first(
+        faults, episodes, stops):
+    from trainers.pipeline import EvaluationError, check_scored
+
+    played = [_episode(index < faults, "reset failed: no Docker daemon answers" if index < faults else "")
+              for index in range(episodes)]
+    if not stops:
+        check_scored(PYTHON_ENV, played)
+        return
+    with pytest.raises(EvaluationError) as failure:
+        check_scored(PYTHON_ENV, played)
+    assert f"{faults} of {episodes} episodes" in str(failure.value)
+    assert ("no Docker daemon answers" in str(failure.value)) == bool(faults)
+    assert "sandbox doctor" in str(failure.value)
+
+
+def test_a_pretraining_phase_that_misses_its_target_stops_the_main_job_at_once(tmp_path, monkeypatch, capsys):
+    import time
+
+    from trainers import pipeline
+    from trainers.pretrain import EchoPretraining
+
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
+    failing = EchoPretraining(random_target=1.0, random_max_steps=3, batch_size=4, window=2)
+    monkeypatch.setattr(PipelineConfig, "pretraining", lambda self: failing)
+    started = time.monotonic()
+    assert pipeline.main(["--output_dir", str(tmp_path / "run")]) == 1
+    assert time.monotonic() - started < 120  # the demonstrations' worker was stopped, not waited for
+    error = capsys.readouterr().err
+    assert "phase 'random strings' reached copy accuracy" in error and "expected 1" in error
+    assert not (tmp_path / "run" / "results.json").exists()

@@ -9,7 +9,11 @@ import torch
 
 from trainers import pretrain
 from trainers.pretrain import (
+    DRILL_LEVELS,
     EchoPretraining,
+    Phase,
+    PretrainingError,
+    built_phases,
     copy_accuracy,
     echo_batch,
     echo_sentences,
@@ -18,7 +22,9 @@ from trainers.pretrain import (
     masked_copy_loss,
     ordinary_token_ids,
     pretrain_echo,
+    pretrained_dir,
     report_batch,
+    train_phase,
 )
 from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model
 
@@ -84,23 +90,81 @@ def test_copy_accuracy_counts_tokens_the_echo_text_never_holds_apart():
     assert never_echoed == 0.0 and 0.5 < every < 1.0
 
 
-def test_every_phase_runs_trains_the_model_and_a_poor_drill_accuracy_warns():
-    model, tokenizer = load_or_build_tiny_model(
-        TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1))
+TINY = TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1)
+QUICK = EchoPretraining(random_target=0.0, random_max_steps=3, sentence_steps=2, report_target=0.0,
+                        report_max_steps=10, batch_size=4, window=2)
+"""Targets of 0: each level ends after ``window`` steps, whatever the (untrained) model copies."""
+
+
+def test_every_phase_and_drill_level_runs_and_trains_the_model():
+    model, tokenizer = load_or_build_tiny_model(TINY)
     before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    settings = EchoPretraining(random_steps=3, sentence_steps=2, report_steps=2, batch_size=4, window=2)
-    with pytest.warns(RuntimeWarning, match="report drills end at"):  # an untrained model copies nothing
-        phases = pretrain_echo(model, tokenizer, settings)
+    lines = []
+    phases = pretrain_echo(model, tokenizer, QUICK, lines.append)
     assert [(phase.name, phase.steps) for phase in phases] == [
-        ("random strings", 3), ("sentences", 2), ("report drills", 2)]
-    assert all(0.0 <= phase.accuracy < settings.report_target for phase in phases)
+        ("random strings", 2), ("sentences", 2), ("report drills", 2 * len(DRILL_LEVELS))]
     assert all(not torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
-    assert settings.key != EchoPretraining().key and "3r2s2d" in settings.key
+    assert "echo pretraining, report drills, level 2 of 4: step 4, copy accuracy" in "\n".join(lines)
+    assert lines[-1].startswith("echo pretraining, report drills: 8 steps, copy accuracy")
+    assert QUICK.key != EchoPretraining().key
+
+
+def test_a_phase_that_spends_its_budget_below_its_target_stops_the_build_naming_phase_accuracy_and_remedy():
+    model, tokenizer = load_or_build_tiny_model(TINY)
+    settings = EchoPretraining(random_target=0.9, random_max_steps=3, batch_size=4, window=2, seed=5)
+    with pytest.raises(PretrainingError) as failure:
+        pretrain_echo(model, tokenizer, settings)  # an untrained model copies nothing in 3 steps
+    message = str(failure.value)
+    assert failure.value.phase.name == "random strings" and failure.value.phase.steps == 3
+    assert failure.value.phases == [failure.value.phase]
+    assert f"reached copy accuracy {failure.value.phase.accuracy:.3f}" in message and "expected 0.9" in message
+    assert "--seed 6" in message and "random_max_steps" in message
+
+
+def _scripted_accuracies(monkeypatch, accuracies):
+    """Make each optimizer step report the next of ``accuracies`` (the level logic, not the model, is tested)."""
+    scripted = iter(accuracies)
+    monkeypatch.setattr(pretrain, "_echo_step", lambda *batch: next(scripted))
+
+
+def test_a_level_ends_when_its_windowed_accuracy_reaches_the_target_and_the_next_starts_afresh(monkeypatch):
+    drawn = []
+    levels = [lambda level=level: drawn.append(level) or (None, None, None) for level in range(2)]
+    phase = Phase("drills", 1e-3, levels, budget=20, target=0.8)
+    # level 1: the window of 2 first reaches 0.8 at the fourth step; level 2 starts with an empty window
+    _scripted_accuracies(monkeypatch, [0.1, 0.7, 0.8, 0.8, 0.9, 0.6, 0.9, 0.9])
+    lines = []
+    result = train_phase(torch.nn.Linear(1, 1), phase, 2, lines.append)
+    assert drawn == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert (result.name, result.steps, result.accuracy) == ("drills", 8, 0.9)
+    assert "drills, level 1 of 2: step 4, copy accuracy 0.800" in lines[1] and "target reached" in lines[1]
+
+
+def test_a_phase_out_of_budget_reports_the_level_it_stood_at(monkeypatch):
+    levels = [lambda: (None, None, None)] * 3
+    _scripted_accuracies(monkeypatch, [1.0, 1.0, 0.2, 0.3, 0.4, 0.5])
+    result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, levels, budget=6, target=0.9), 2,
+                         lambda line: None)
+    assert (result.name, result.steps, result.accuracy) == ("drills, level 2 of 3", 6, pytest.approx(0.45))
+
+
+def test_progress_lines_come_about_every_minute_within_a_phase(monkeypatch):
+    clock = [0.0]
+
+    def step(*batch):  # each step takes 25 s
+        clock[0] += 25.0
+        return 0.0
+
+    monkeypatch.setattr(pretrain, "_echo_step", step)
+    lines = []
+    train_phase(torch.nn.Linear(1, 1), Phase("random strings", 1e-3, [lambda: (None, None, None)], budget=6,
+                                             target=0.9), 2, lines.append, clock=lambda: clock[0])
+    assert [line.split(": ")[1].split(",")[0] for line in lines] == [
+        "until copy accuracy 0.9", "step 3", "step 6", "6 steps"]
+    assert lines[-1].endswith("(target 0.9), 150 s")
 
 
 def test_a_build_runs_on_one_thread_and_gives_the_same_model_whatever_the_callers_thread_count(tmp_path, monkeypatch):
-    config = TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1)
-    settings = EchoPretraining(random_steps=3, sentence_steps=2, report_steps=2, batch_size=4, window=2)
     threads_in_build = []
 
     def recording(*args, **kwargs):
@@ -110,15 +174,22 @@ def test_a_build_runs_on_one_thread_and_gives_the_same_model_whatever_the_caller
     monkeypatch.setattr(pretrain, "pretrain_echo", recording)
     weights = []
     for threads in (2, 1):
-        folder = tmp_path / f"{threads}-threads" / "m"
-        monkeypatch.setattr(pretrain, "default_model_dir", lambda config, folder=folder: folder)
+        monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / f"{threads}-threads"))
         torch.set_num_threads(threads)
-        with pytest.warns(RuntimeWarning, match="report drills end at"):
-            model, _ = load_or_build_pretrained(config, settings)
+        model, _ = load_or_build_pretrained(TINY, QUICK)
         assert torch.get_num_threads() == threads  # the caller's setting is back
+        assert [phase.name for phase in built_phases(TINY, QUICK)] == ["random strings", "sentences", "report drills"]
         weights.append(model.state_dict())
     assert threads_in_build == [1, 1]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+
+
+def test_a_failed_build_saves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path))
+    settings = EchoPretraining(random_target=1.0, random_max_steps=2, batch_size=4, window=2)
+    with pytest.raises(PretrainingError):
+        load_or_build_pretrained(TINY, settings)
+    assert not pretrained_dir(TINY, settings).exists() and built_phases(TINY, settings) == []
 
 
 def test_the_loss_on_scored_positions_only_equals_the_full_vocabulary_loss():
@@ -135,10 +206,12 @@ def test_the_loss_on_scored_positions_only_equals_the_full_vocabulary_loss():
     assert accuracy == pytest.approx(float(full_accuracy))
 
 
-def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_that_is_learned():
+@pytest.mark.parametrize("level", DRILL_LEVELS)
+def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_that_is_learned(level):
     _, tokenizer = load_or_build_tiny_model()
-    input_ids, attention, loss_mask = report_batch(tokenizer, random.Random(0), 16, ordinary_token_ids(tokenizer))
-    distractors = 0
+    input_ids, attention, loss_mask = report_batch(tokenizer, random.Random(0), 16, ordinary_token_ids(tokenizer),
+                                                   level)
+    distractors, line_counts = 0, set()
     for row, mask in zip(_rows(input_ids, attention), loss_mask, strict=True):
         learned = [token for token, weight in zip(row, mask.tolist(), strict=False) if weight]
         context = tokenizer.decode(row[:len(row) - len(learned)])
@@ -147,7 +220,10 @@ def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_t
         assert tokenizer.decode(learned) == result.splitlines()[-1] + "</answer>"
         assert row[-len(learned):] == learned  # the learned tokens are the whole end of the drill
         distractors += any(character.isdigit() for character in context.split("<tool_response>")[0])
+        line_counts.add(len(result.splitlines()))
     assert distractors >= 12  # numbers stand elsewhere in the context too
+    shortest = 1 + level.header  # the header line, then the answer's line
+    assert line_counts == set(range(shortest, shortest + level.max_lines + 1))
 
 
 def test_the_command_line_help_builds_nothing(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,165 @@
+"""Does the echo pretraining reach its targets on every machine? Builds over seeds, kernel paths and threads.
+
+Torch picks its CPU kernels by what the processor offers (``ATEN_CPU_CAPABILITY=avx2|avx512|default``
+forces a path), and the paths round differently, as do different thread counts. A pretraining whose
+outcome hangs on its draws would then build a good model on one machine and a useless one on the next.
+This builds the tiny model's echo pretraining (:mod:`trainers.pretrain`) once per (kernel path, seed,
+thread count), each in its own process and its own empty cache, and prints a table: per build, each
+phase's steps and final copy accuracy, the build's wall time, and whether every phase reached its target.
+It exits 1 when a build missed one.
+
+Builds run side by side (``--parallel``, default: one per CPU core; each build uses ``--threads`` torch
+threads), so wall times grow when they share cores with other work.
+
+Example:
+    python -m benchmarks.pretraining                                     # seeds 0-4 x avx2, avx512, default
+    python -m benchmarks.pretraining --seeds 0 1 --kernels default --threads 1 2 --json builds.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from trainers.pretrain import PhaseResult
+
+KERNELS = ("avx2", "avx512", "default")
+"""Torch's CPU kernel paths (``ATEN_CPU_CAPABILITY``); one the processor lacks falls back to a lower one."""
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """One build: the kernel path forced, the pretraining seed, the torch thread count."""
+
+    kernel: str
+    seed: int
+    threads: int
+
+
+@dataclass
+class Build:
+    """How one build went.
+
+    Attributes:
+        spec: What was built.
+        returncode: The build process's exit status (1: a phase missed its target).
+        phases: Each phase's result (empty when the build failed before saving).
+        seconds: Wall time of the whole process (model and tokenizer built, pretraining, copy check).
+        capability: The kernel path torch reported in the build's process.
+        error: The last lines the process wrote to stderr when it failed.
+    """
+
+    spec: BuildSpec
+    returncode: int
+    phases: list[PhaseResult] = field(default_factory=list)
+    seconds: float = 0.0
+    capability: str = ""
+    error: str = ""
+
+    @property
+    def reached(self) -> bool:
+        """Every phase with a target reached it."""
+        return self.returncode == 0 and bool(self.phases) and all(
+            phase.target is None or phase.accuracy >= phase.target for phase in self.phases)
+
+
+def run_build(spec: BuildSpec, folder: Path) -> Build:
+    """Build ``spec`` in a fresh process whose cache is ``folder``; returns how it went."""
+    import time
+
+    environment = {**os.environ, "AGENTRL_CACHE": str(folder), "ATEN_CPU_CAPABILITY": spec.kernel,
+                   "HF_HUB_OFFLINE": "1"}
+    record = folder / "phases.json"
+    started = time.perf_counter()
+    process = subprocess.run(
+        [sys.executable, "-c", CAPABILITY_THEN_BUILD, "--seed", str(spec.seed), "--threads", str(spec.threads),
+         "--json", str(record)],
+        env=environment, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    capability = next((line.split("=", 1)[1] for line in process.stdout.splitlines()
+                       if line.startswith("capability=")), "")
+    phases = [PhaseResult(**phase) for phase in json.loads(record.read_text())] if record.exists() else []
+    error = "\n".join(process.stderr.strip().splitlines()[-3:]) if process.returncode else ""
+    return Build(spec, process.returncode, phases, seconds, capability, error)
+
+
+CAPABILITY_THEN_BUILD = (
+    "import sys, torch; print('capability=' + torch.backends.cpu.get_cpu_capability(), flush=True); "
+    "from trainers.pretrain import main; sys.exit(main(sys.argv[1:]))")
+"""The build process: report the kernel path torch took, then ``python -m trainers.pretrain``."""
+
+
+def run_builds(specs: Sequence[BuildSpec], parallel: int, console: Console) -> list[Build]:
+    """Every build of ``specs``, ``parallel`` at a time, each in an empty cache of its own (deleted after)."""
+    def build(spec: BuildSpec) -> Build:
+        with tempfile.TemporaryDirectory(prefix="agentrl-pretraining-") as folder:
+            result = run_build(spec, Path(folder))
+        console.print(f"{_label(spec)}: {'targets reached' if result.reached else 'FAILED'}, "
+                      f"{result.seconds / 60:.1f} min", markup=False, highlight=False)
+        console.file.flush()
+        return result
+
+    with ThreadPoolExecutor(max(1, parallel)) as pool:
+        return list(pool.map(build, specs))
+
+
+def _label(spec: BuildSpec) -> str:
+    return f"{spec.kernel}, seed {spec.seed}, {spec.threads} thread(s)"
+
+
+def builds_table(builds: Sequence[Build]) -> Table:
+    """Per build: kernel path (as forced, and as torch took it), seed, threads, each phase's steps and
+    accuracy, minutes, and whether every target was reached."""
+    names = [phase.name for phase in max((build.phases for build in builds), key=len, default=[])]
+    table = Table(title="Echo pretraining builds: steps / final copy accuracy per phase")
+    for column in ("kernel (taken)", "seed", "threads", *names, "minutes", "targets"):
+        table.add_column(column)
+    for build in builds:
+        phases = [f"{phase.steps} / {phase.accuracy:.3f}" for phase in build.phases]
+        phases += [""] * (len(names) - len(phases))
+        table.add_row(f"{build.spec.kernel} ({build.capability or '?'})", str(build.spec.seed),
+                      str(build.spec.threads), *phases, f"{build.seconds / 60:.1f}",
+                      "reached" if build.reached else f"MISSED: {build.error or build.phases[-1].name}")
+    return table
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pretraining", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="Pretraining seeds.")
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS),
+                        help="ATEN_CPU_CAPABILITY values, one build each.")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1], help="Torch thread counts, one build each.")
+    parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="Builds run at once.")
+    parser.add_argument("--json", type=Path, help="Write every build's result here.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.pretraining``: the builds, their table, exit 1 if one missed a target."""
+    args = build_parser().parse_args(argv)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    specs = [BuildSpec(kernel, seed, threads)
+             for kernel, seed, threads in itertools.product(args.kernels, args.seeds, args.threads)]
+    builds = run_builds(specs, args.parallel, console)
+    console.print(builds_table(builds))
+    reached = sum(build.reached for build in builds)
+    console.print(f"targets reached on {reached} of {len(builds)} builds")
+    if args.json is not None:
+        args.json.write_text(json.dumps([asdict(build) for build in builds], indent=2))
+    return 0 if reached == len(builds) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
