@@ -71,20 +71,20 @@ class EchoPretraining:
 
     Each phase with a target trains until its accuracy (the mean over the last ``window`` steps, on fresh
     draws every step) reaches the target, within a budget of steps; a phase that spends its budget below
-    its target raises :class:`PretrainingError`. The drills climb :data:`DRILL_LEVELS`, each level until the
-    target.
+    its target raises :class:`PretrainingError`.
 
     Attributes:
         random_target: Copy accuracy on random token strings that ends phase 1.
         random_max_steps: Most optimizer steps of phase 1.
         sentence_steps: Optimizer steps on sentences with substituted tokens (phase 2; no target: it adds the
             text's own tokens to a copy that phase 1 made).
-        report_target: Drill accuracy that ends each drill level, the last one ending phase 3.
-        report_max_steps: Most optimizer steps of phase 3, all levels together.
+        report_target: Drill accuracy that ends phase 3.
+        report_max_steps: Most optimizer steps of phase 3.
         window: Last steps each phase's accuracy is averaged over.
         batch_size: Sequences per step.
         learning_rate: AdamW learning rate of phase 1.
-        sentence_learning_rate: AdamW learning rate of phases 2 and 3.
+        sentence_learning_rate: AdamW learning rate of phase 2.
+        report_learning_rate: AdamW learning rate of phase 3.
         substitution: Share of each sentence's tokens replaced by random ordinary tokens in phase 2.
         seed: Seed of the draws. Any seed reaches the targets (measured over seeds and kernel paths: see
             ``docs/pretraining.md``); only the number of steps it takes changes.
@@ -94,11 +94,12 @@ class EchoPretraining:
     random_max_steps: int = 2000
     sentence_steps: int = 300
     report_target: float = 0.9
-    report_max_steps: int = 3000
+    report_max_steps: int = 1500
     window: int = 20
     batch_size: int = 32
     learning_rate: float = 3e-3
     sentence_learning_rate: float = 1e-3
+    report_learning_rate: float = 3e-3
     substitution: float = 0.25
     seed: int = 0
 
@@ -115,7 +116,8 @@ class EchoPretraining:
         """Names the settings that change the model in the cache folder's name."""
         return (f"echo{ECHO_FORMAT}-r{self.random_target:g}x{self.random_max_steps}-{self.sentence_steps}s"
                 f"-d{self.report_target:g}x{self.report_max_steps}-w{self.window}-b{self.batch_size}"
-                f"-lr{self.learning_rate:g}-{self.sentence_learning_rate:g}-p{self.substitution:g}-s{self.seed}")
+                f"-lr{self.learning_rate:g}-{self.sentence_learning_rate:g}-{self.report_learning_rate:g}"
+                f"-p{self.substitution:g}-s{self.seed}")
 
 
 @dataclass
@@ -199,34 +201,14 @@ def echo_batch(tokenizer, sentences: Sequence[str], rng: random.Random, batch_si
     return _padded(rows, masks, tokenizer.pad_token_id)
 
 
-@dataclass(frozen=True)
-class DrillLevel:
-    """How much a report drill's tool result holds besides the last line the answer repeats.
-
-    Attributes:
-        header: A header line of random tokens comes first (as ``[python result (ok)]`` does).
-        max_lines: Most lines of random tokens and numbers between the header and the last line.
-    """
-
-    header: bool
-    max_lines: int
-
-
-DRILL_LEVELS = (DrillLevel(header=False, max_lines=0), DrillLevel(header=True, max_lines=0),
-                DrillLevel(header=True, max_lines=1), DrillLevel(header=True, max_lines=2))
-"""The drills' curriculum, easiest first: the last line alone, after a header, then behind up to one and two
-more lines. The last level is the drill the model has to master."""
-
-
-def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Sequence[int],
-                 level: DrillLevel = DRILL_LEVELS[-1]):
+def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Sequence[int]):
     """Input ids, attention mask and loss mask (1 on the answer) of ``batch_size`` report drills.
 
     A drill is one agent episode in the chat template with random content: a user turn and a tool call of
-    random tokens and numbers, a tool result (at ``level``: a header line of random tokens, up to
-    ``level.max_lines`` lines of random tokens and numbers, then a random number, one time in five a few
-    random tokens instead), and the answer ``<answer>{that last line}</answer>``. The numbers elsewhere are
-    distractors: only the tool result's last line is the answer.
+    random tokens and numbers, a tool result (a header line of random tokens, up to two lines of random
+    tokens and numbers, then a random number, one time in five a few random tokens instead), and the answer
+    ``<answer>{that last line}</answer>``. The numbers elsewhere are distractors: only the tool result's
+    last line is the answer.
     """
     from trainers.chat import ChatFormat
 
@@ -245,8 +227,8 @@ def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Se
     rows, masks = [], []
     for _ in range(batch_size):
         value = number() if rng.random() < 0.8 else [rng.choice(substitutes) for _ in range(rng.randint(1, 4))]
-        header = [[rng.choice(substitutes) for _ in range(rng.randint(1, 6))] + encode("\n")] if level.header else []
-        lines = header + [mixed(1, 6) + encode("\n") for _ in range(rng.randint(0, level.max_lines))]
+        header = [rng.choice(substitutes) for _ in range(rng.randint(1, 6))]
+        lines = [header + encode("\n")] + [mixed(1, 6) + encode("\n") for _ in range(rng.randint(0, 2))]
         context = (encode(chat.prompt_prefix) + mixed(5, 30) + encode(f"{chat.prompt_suffix}<tool_call>")
                    + mixed(3, 25) + encode(f"</tool_call>{chat.turn_end}{chat.tool_prefix}")
                    + [token for line in lines for token in line] + value + encode(f"{chat.tool_suffix}<answer>"))
@@ -288,19 +270,19 @@ Batch = tuple[Any, Any, Any]
 
 @dataclass(frozen=True)
 class Phase:
-    """One phase of the pretraining: batches of rising difficulty, trained on until the target or the budget.
+    """One phase of the pretraining: fresh batches every step until the target accuracy, within a budget.
 
     Attributes:
         name: What it trains on.
         learning_rate: Its AdamW learning rate (a fresh optimizer per phase).
-        levels: Batch makers, easiest first; each level runs until its accuracy reaches ``target``.
-        budget: Most optimizer steps, all levels together (with no target: the steps it runs).
-        target: Accuracy over the last ``window`` steps that ends a level (None: run ``budget`` steps).
+        next_batch: Makes the next step's batch.
+        budget: Most optimizer steps (with no target: the steps it runs).
+        target: Accuracy over the last ``window`` steps that ends the phase (None: run ``budget`` steps).
     """
 
     name: str
     learning_rate: float
-    levels: Sequence[Callable[[], Batch]]
+    next_batch: Callable[[], Batch]
     budget: int
     target: float | None = None
 
@@ -311,13 +293,13 @@ def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
     size = settings.batch_size
     return [
         Phase("random strings", settings.learning_rate,
-              [lambda: echo_batch(tokenizer, sentences, rng, size, 1.0, substitutes)],
+              lambda: echo_batch(tokenizer, sentences, rng, size, 1.0, substitutes),
               settings.random_max_steps, settings.random_target),
         Phase("sentences", settings.sentence_learning_rate,
-              [lambda: echo_batch(tokenizer, sentences, rng, size, settings.substitution, substitutes)],
+              lambda: echo_batch(tokenizer, sentences, rng, size, settings.substitution, substitutes),
               settings.sentence_steps),
-        Phase("report drills", settings.sentence_learning_rate,
-              [lambda level=level: report_batch(tokenizer, rng, size, substitutes, level) for level in DRILL_LEVELS],
+        Phase("report drills", settings.report_learning_rate,
+              lambda: report_batch(tokenizer, rng, size, substitutes),
               settings.report_max_steps, settings.report_target),
     ]
 
@@ -327,8 +309,8 @@ def pretrain_echo(model, tokenizer, settings: EchoPretraining,
     """Train ``model`` in place on the three phases; returns how each went.
 
     Args:
-        progress: Called with a line when a phase or drill level starts, about every
-            :data:`PROGRESS_EVERY_S` seconds within one, and when one ends (None: silent).
+        progress: Called with a line when a phase starts, about every :data:`PROGRESS_EVERY_S` seconds within
+            one, and when one ends (None: silent).
 
     Raises:
         PretrainingError: A phase spent its budget below its target.
@@ -349,44 +331,26 @@ PROGRESS_EVERY_S = 60.0
 
 def train_phase(model, phase: Phase, window: int, progress: Callable[[str], None],
                 clock: Callable[[], float] = time.monotonic) -> PhaseResult:
-    """Train ``model`` on ``phase``'s levels in turn, each until its target, within the phase's budget."""
+    """Train ``model`` on ``phase`` until its accuracy over the last ``window`` steps reaches its target, or
+    for its whole budget."""
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=phase.learning_rate, weight_decay=0.0)
     recent: deque[float] = deque(maxlen=window)
     started = last_line = clock()
-    level, steps, finished = 0, 0, False
-    progress(f"echo pretraining, {phase.name}: {_budget_text(phase)}")
-    while steps < phase.budget and not finished:
-        recent.append(_echo_step(model, optimizer, *phase.levels[level]()))
-        steps += 1
-        reached = (phase.target is not None and len(recent) == window
-                   and float(np.mean(recent)) >= phase.target)
-        finished = reached and level + 1 == len(phase.levels)
-        if finished:
+    until = f"until copy accuracy {phase.target:g}, at most " if phase.target is not None else ""
+    progress(f"echo pretraining, {phase.name}: {until}{phase.budget} steps")
+    for step in range(1, phase.budget + 1):
+        recent.append(_echo_step(model, optimizer, *phase.next_batch()))
+        if phase.target is not None and len(recent) == window and float(np.mean(recent)) >= phase.target:
             break
-        if reached or clock() - last_line >= PROGRESS_EVERY_S:
-            progress(f"echo pretraining, {_level_name(phase, level)}: step {steps}, copy accuracy "
-                     f"{np.mean(recent):.3f}, {clock() - started:.0f} s" + (" (target reached)" if reached else ""))
+        if clock() - last_line >= PROGRESS_EVERY_S:
+            progress(f"echo pretraining, {phase.name}: step {step}, copy accuracy {np.mean(recent):.3f}, "
+                     f"{clock() - started:.0f} s")
             last_line = clock()
-        if reached:
-            level += 1
-            recent.clear()
-    name = phase.name if finished or phase.target is None else _level_name(phase, level)
-    result = PhaseResult(name, steps, float(np.mean(recent)) if recent else 0.0, phase.target, clock() - started)
+    result = PhaseResult(phase.name, step, float(np.mean(recent)), phase.target, clock() - started)
     progress(result.line())
     return result
-
-
-def _budget_text(phase: Phase) -> str:
-    if phase.target is None:
-        return f"{phase.budget} steps"
-    levels = f" at each of {len(phase.levels)} levels" if len(phase.levels) > 1 else ""
-    return f"until copy accuracy {phase.target:g}{levels}, at most {phase.budget} steps"
-
-
-def _level_name(phase: Phase, level: int) -> str:
-    return phase.name if len(phase.levels) == 1 else f"{phase.name}, level {level + 1} of {len(phase.levels)}"
 
 
 def _echo_step(model, optimizer, input_ids, attention, loss_mask) -> float:

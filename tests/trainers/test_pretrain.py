@@ -9,7 +9,6 @@ import torch
 
 from trainers import pretrain
 from trainers.pretrain import (
-    DRILL_LEVELS,
     EchoPretraining,
     Phase,
     PretrainingError,
@@ -93,19 +92,19 @@ def test_copy_accuracy_counts_tokens_the_echo_text_never_holds_apart():
 TINY = TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1)
 QUICK = EchoPretraining(random_target=0.0, random_max_steps=3, sentence_steps=2, report_target=0.0,
                         report_max_steps=10, batch_size=4, window=2)
-"""Targets of 0: each level ends after ``window`` steps, whatever the (untrained) model copies."""
+"""Targets of 0: each phase with a target ends after ``window`` steps, whatever the (untrained) model copies."""
 
 
-def test_every_phase_and_drill_level_runs_and_trains_the_model():
+def test_every_phase_runs_and_trains_the_model():
     model, tokenizer = load_or_build_tiny_model(TINY)
     before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
     lines = []
     phases = pretrain_echo(model, tokenizer, QUICK, lines.append)
-    assert [(phase.name, phase.steps) for phase in phases] == [
-        ("random strings", 2), ("sentences", 2), ("report drills", 2 * len(DRILL_LEVELS))]
+    assert [(phase.name, phase.steps, phase.target) for phase in phases] == [
+        ("random strings", 2, 0.0), ("sentences", 2, None), ("report drills", 2, 0.0)]
     assert all(not torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
-    assert "echo pretraining, report drills, level 2 of 4: step 4, copy accuracy" in "\n".join(lines)
-    assert lines[-1].startswith("echo pretraining, report drills: 8 steps, copy accuracy")
+    assert lines[0] == "echo pretraining, random strings: until copy accuracy 0, at most 3 steps"
+    assert lines[-1].startswith("echo pretraining, report drills: 2 steps, copy accuracy")
     assert QUICK.key != EchoPretraining().key
 
 
@@ -127,25 +126,18 @@ def _scripted_accuracies(monkeypatch, accuracies):
     monkeypatch.setattr(pretrain, "_echo_step", lambda *batch: next(scripted))
 
 
-def test_a_level_ends_when_its_windowed_accuracy_reaches_the_target_and_the_next_starts_afresh(monkeypatch):
-    drawn = []
-    levels = [lambda level=level: drawn.append(level) or (None, None, None) for level in range(2)]
-    phase = Phase("drills", 1e-3, levels, budget=20, target=0.8)
-    # level 1: the window of 2 first reaches 0.8 at the fourth step; level 2 starts with an empty window
-    _scripted_accuracies(monkeypatch, [0.1, 0.7, 0.8, 0.8, 0.9, 0.6, 0.9, 0.9])
-    lines = []
-    result = train_phase(torch.nn.Linear(1, 1), phase, 2, lines.append)
-    assert drawn == [0, 0, 0, 0, 1, 1, 1, 1]
-    assert (result.name, result.steps, result.accuracy) == ("drills", 8, 0.9)
-    assert "drills, level 1 of 2: step 4, copy accuracy 0.800" in lines[1] and "target reached" in lines[1]
-
-
-def test_a_phase_out_of_budget_reports_the_level_it_stood_at(monkeypatch):
-    levels = [lambda: (None, None, None)] * 3
-    _scripted_accuracies(monkeypatch, [1.0, 1.0, 0.2, 0.3, 0.4, 0.5])
-    result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, levels, budget=6, target=0.9), 2,
+def test_a_phase_ends_when_its_windowed_accuracy_first_reaches_the_target(monkeypatch):
+    _scripted_accuracies(monkeypatch, [0.1, 0.7, 0.8, 0.8, 0.9, 0.95])
+    result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, lambda: (None, None, None), 20, 0.8), 2,
                          lambda line: None)
-    assert (result.name, result.steps, result.accuracy) == ("drills, level 2 of 3", 6, pytest.approx(0.45))
+    assert (result.name, result.steps, result.accuracy) == ("drills", 4, 0.8)  # the mean of 0.8 and 0.8
+
+
+def test_a_phase_out_of_budget_reports_where_it_stood(monkeypatch):
+    _scripted_accuracies(monkeypatch, [0.2, 0.3, 0.4, 0.5])
+    result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, lambda: (None, None, None), 4, 0.9), 2,
+                         lambda line: None)
+    assert (result.name, result.steps, result.accuracy, result.target) == ("drills", 4, pytest.approx(0.45), 0.9)
 
 
 def test_progress_lines_come_about_every_minute_within_a_phase(monkeypatch):
@@ -157,7 +149,7 @@ def test_progress_lines_come_about_every_minute_within_a_phase(monkeypatch):
 
     monkeypatch.setattr(pretrain, "_echo_step", step)
     lines = []
-    train_phase(torch.nn.Linear(1, 1), Phase("random strings", 1e-3, [lambda: (None, None, None)], budget=6,
+    train_phase(torch.nn.Linear(1, 1), Phase("random strings", 1e-3, lambda: (None, None, None), budget=6,
                                              target=0.9), 2, lines.append, clock=lambda: clock[0])
     assert [line.split(": ")[1].split(",")[0] for line in lines] == [
         "until copy accuracy 0.9", "step 3", "step 6", "6 steps"]
@@ -206,11 +198,9 @@ def test_the_loss_on_scored_positions_only_equals_the_full_vocabulary_loss():
     assert accuracy == pytest.approx(float(full_accuracy))
 
 
-@pytest.mark.parametrize("level", DRILL_LEVELS)
-def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_that_is_learned(level):
+def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_that_is_learned():
     _, tokenizer = load_or_build_tiny_model()
-    input_ids, attention, loss_mask = report_batch(tokenizer, random.Random(0), 16, ordinary_token_ids(tokenizer),
-                                                   level)
+    input_ids, attention, loss_mask = report_batch(tokenizer, random.Random(0), 16, ordinary_token_ids(tokenizer))
     distractors, line_counts = 0, set()
     for row, mask in zip(_rows(input_ids, attention), loss_mask, strict=True):
         learned = [token for token, weight in zip(row, mask.tolist(), strict=False) if weight]
@@ -222,8 +212,7 @@ def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_t
         distractors += any(character.isdigit() for character in context.split("<tool_response>")[0])
         line_counts.add(len(result.splitlines()))
     assert distractors >= 12  # numbers stand elsewhere in the context too
-    shortest = 1 + level.header  # the header line, then the answer's line
-    assert line_counts == set(range(shortest, shortest + level.max_lines + 1))
+    assert line_counts == {2, 3, 4}  # a header, up to two more lines, the answer's line
 
 
 def test_the_command_line_help_builds_nothing(tmp_path, monkeypatch, capsys):
