@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -39,20 +40,22 @@ SHOWN_METRICS = ("loss", "reward")
 
 
 class Report(Protocol):
-    """Progress of one seed's run: ``report(phase, steps done, steps in all or None, latest metrics or None)``."""
+    """Progress of one seed's run: ``report(phase, steps done, steps in all or None, latest metrics or None)``;
+    ``report(..., alert=message)`` passes on an alert of the run's monitor (the other arguments are ignored)."""
 
     def __call__(self, phase: str, done: int, total: int | None,
-                 metrics: Mapping[str, float] | None = None) -> None: ...
+                 metrics: Mapping[str, float] | None = None, *, alert: str | None = None) -> None: ...
 
 
 class SeedEvent(NamedTuple):
-    """One progress report of one seed's run, as a worker sends it to the parent."""
+    """One progress report of one seed's run, as a worker sends it to the parent (or an alert of its monitor)."""
 
     seed: int
     phase: str
     done: int
     total: int | None
     metrics: Mapping[str, float] | None = None
+    alert: str | None = None
 
 
 @dataclass
@@ -90,8 +93,10 @@ class SeedBoard:
 
     def update(self, event: SeedEvent) -> str | None:
         """Apply ``event``; returns the plain line that announces a new phase, or reports a phase's progress
-        when ``progress_every_s`` have passed since the seed's last line, else None."""
+        when ``progress_every_s`` have passed since the seed's last line, or shows an alert, else None."""
         status, now = self.status[event.seed], self.clock()
+        if event.alert is not None:
+            return f"[{now - self.started:7.0f}s] seed {event.seed}: {event.alert}"
         line = None
         if event.phase != status.phase:
             line = self._phase_line(event, status, now)
@@ -184,11 +189,34 @@ class SeedDisplay:
 
     def update(self, event: SeedEvent) -> None:
         """Show ``event``: in the table (redrawn twice a second), or as a line when it begins a new phase or a
-        progress line is due."""
+        progress line is due; an alert always as a line."""
         line = self.board.update(event)
-        if self.live is None and line is not None:
+        if line is not None and (self.live is None or event.alert is not None):  # alerts print above the table
             self.console.print(line, markup=False, highlight=False, soft_wrap=True)
             self.console.file.flush()
+
+
+class AlertForwarder(logging.Handler):
+    """Passes each warning a logger emits (the rollout monitor's alerts) on to ``report`` as an alert."""
+
+    def __init__(self, report: Report) -> None:
+        super().__init__(logging.WARNING)
+        self.report = report
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.report("", 0, None, alert=record.getMessage())
+
+
+@contextmanager
+def alerts_to(report: Report, logger_name: str = "trainers.monitoring") -> Iterator[None]:
+    """Inside the block, the warnings of ``logger_name`` also go to ``report`` (see :class:`AlertForwarder`)."""
+    handler = AlertForwarder(report)
+    logger = logging.getLogger(logger_name)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 @contextmanager

@@ -47,7 +47,7 @@ from trainers.infra_guard import (
     TooManyInfraErrors,
     check_infra_error_settings,
 )
-from trainers.model_path import TINY_MODEL, ModelNotFoundError, check_model_path
+from trainers.model_path import TINY_MODEL, ModelNotFoundError
 from trainers.monitoring import RolloutMonitor
 from trainers.overlap import PolicySnapshot, RolloutBatch, RolloutPrefetch
 from trainers.rollout import (
@@ -660,12 +660,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = TrlParser((AgentGRPOConfig, ModelConfig))
     config, model_args = parser.parse_args_and_config(args=list(argv) if argv is not None else None)
-    name_or_path = model_args.model_name_or_path or TINY_MODEL
     try:
-        check_model_path(name_or_path)
+        model, tokenizer = load_model(model_args.model_name_or_path or TINY_MODEL, model_args.dtype)
     except ModelNotFoundError as exc:
         raise SystemExit(f"error: {exc}") from exc
-    model, tokenizer = load_model(name_or_path, model_args.dtype)
     trainer = build_trainer(config, model, tokenizer, peft_config=get_peft_config(model_args))
     try:
         trainer.train()

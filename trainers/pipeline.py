@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -317,8 +318,9 @@ def answer_in_tool_output(episode: Episode, tokenizer, task: Task) -> bool:
 def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConfig, seed: int,
               output: Path, report: Report | None = None) -> list[dict]:
     """GRPO on every job's training tasks (rewards normalised per env when there are several); TRL's log.
-    Progress goes to ``report`` (TRL's bar when None), TRL's log dictionaries also to
-    ``output/grpo/trainer_log.jsonl``."""
+    Progress and the rollout monitor's alerts go to ``report`` (TRL's bar when None), TRL's log dictionaries
+    also to ``output/grpo/trainer_log.jsonl``."""
+    from trainers.console import alerts_to
     from trainers.grpo import AgentGRPOConfig, build_trainer
 
     args = AgentGRPOConfig(
@@ -333,7 +335,8 @@ def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConf
     for callback in _trainer_callbacks(report, "GRPO", Path(args.output_dir)):
         trainer.add_callback(callback)
     try:
-        trainer.train()
+        with alerts_to(report) if report is not None else contextlib.nullcontext():
+            trainer.train()
     finally:
         trainer.rollouts.close()
     return trainer.state.log_history
@@ -415,8 +418,9 @@ def _run_seed_here(config: PipelineConfig, seed: int, jobs: Mapping[str, EnvJob]
     """:func:`run_seed` in this process, its progress to ``display``, what it prints to its console log."""
     from trainers.console import SeedEvent, output_to
 
-    def report(phase: str, done: int, total: int | None, metrics: Mapping[str, float] | None = None) -> None:
-        display.update(SeedEvent(seed, phase, done, total, metrics))
+    def report(phase: str, done: int, total: int | None, metrics: Mapping[str, float] | None = None, *,
+               alert: str | None = None) -> None:
+        display.update(SeedEvent(seed, phase, done, total, metrics, alert))
 
     try:
         with output_to(seed_console_log(config, seed)):
@@ -506,8 +510,9 @@ def _run_seed_in_worker(config: PipelineConfig, seed: int, episodes: Sequence[An
     what the run prints to its console log (:func:`seed_console_log`)."""
     from trainers.console import SeedEvent, output_to
 
-    def report(phase: str, done: int, total: int | None, metrics: Mapping[str, float] | None = None) -> None:
-        _worker_events.put(SeedEvent(seed, phase, done, total, dict(metrics) if metrics else None))
+    def report(phase: str, done: int, total: int | None, metrics: Mapping[str, float] | None = None, *,
+               alert: str | None = None) -> None:
+        _worker_events.put(SeedEvent(seed, phase, done, total, dict(metrics) if metrics else None, alert))
 
     with output_to(seed_console_log(config, seed)):
         return run_seed(config, seed, env_jobs(config), episodes, report)

@@ -381,3 +381,25 @@ def test_a_pretraining_phase_that_misses_its_target_stops_the_main_job_at_once(t
     error = capsys.readouterr().err
     assert "phase 'random strings' reached copy accuracy" in error and "expected 1" in error
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_the_monitors_alerts_reach_the_console_as_lines_off_a_terminal_and_above_the_table_on_one():
+    import io
+    import logging
+
+    from rich.console import Console
+
+    from trainers.console import SeedDisplay, SeedEvent, alerts_to
+
+    for terminal in (False, True):
+        stream = io.StringIO()
+        with SeedDisplay([0], Console(file=stream, force_terminal=terminal, width=200), clock=FakeClock()) as display:
+            display.update(SeedEvent(0, "GRPO", 1, 12))
+            with alerts_to(lambda *event, alert=None: display.update(SeedEvent(0, *event, alert=alert))):
+                logging.getLogger("trainers.monitoring").warning("rollout alert (%s): %s", "zero_variance_streak",
+                                                                 "warm-start it")
+            logging.getLogger("trainers.monitoring").warning("after the block: not forwarded")
+            assert display.phase(0) == "GRPO"  # an alert is no phase
+        shown = stream.getvalue()
+        assert "seed 0: rollout alert (zero_variance_streak): warm-start it" in shown
+        assert "not forwarded" not in shown

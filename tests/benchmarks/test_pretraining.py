@@ -1,0 +1,52 @@
+"""The pretraining robustness benchmark: the kernel path a build is forced onto, and how builds are judged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from benchmarks.pretraining import CAPABILITY_THEN_BUILD, Build, BuildSpec, builds_table, main
+from trainers.pretrain import PhaseResult
+
+REACHED = [PhaseResult("random strings", 800, 0.951, 0.95), PhaseResult("sentences", 300, 0.97),
+           PhaseResult("report drills", 400, 0.902, 0.9)]
+
+
+@pytest.mark.parametrize(("kernel", "taken"), [("default", "DEFAULT"), ("avx2", "AVX2")])
+def test_a_build_process_takes_the_kernel_path_it_is_forced_onto(kernel, taken):
+    import os
+
+    process = subprocess.run([sys.executable, "-c", CAPABILITY_THEN_BUILD.split("; from")[0]],
+                             env={**os.environ, "ATEN_CPU_CAPABILITY": kernel}, capture_output=True, text=True,
+                             check=True)
+    assert process.stdout.strip() == f"capability={taken}"
+
+
+@pytest.mark.parametrize(("returncode", "phases", "reached"), [
+    (0, REACHED, True),                                                    # every target met
+    (1, [*REACHED[:2], PhaseResult("report drills", 1500, 0.4, 0.9)], False),  # the drills spent their budget
+    (0, [], False),                                                        # nothing recorded: no claim
+    (1, REACHED, False),                                                   # the process failed after all
+])
+def test_a_build_counts_as_reached_only_when_it_succeeded_and_every_target_was_met(returncode, phases, reached):
+    assert Build(BuildSpec("avx2", 0, 1), returncode, phases).reached is reached
+
+
+def test_the_table_shows_each_phase_and_names_a_missed_target():
+    builds = [Build(BuildSpec("avx512", 0, 1), 0, REACHED, 400.0, "AVX512"),
+              Build(BuildSpec("default", 3, 2), 1, [*REACHED[:2], PhaseResult("report drills", 1500, 0.4, 0.9)],
+                    900.0, "DEFAULT", "error: echo pretraining: phase 'report drills' reached copy accuracy 0.400")]
+    console = Console(width=250, record=True)
+    console.print(builds_table(builds))
+    text = console.export_text()
+    assert "avx512 (AVX512)" in text and "800 / 0.951" in text and "400 / 0.902" in text and "reached" in text
+    assert "1500 / 0.400" in text and "MISSED: error: echo pretraining: phase 'report drills'" in text
+
+
+def test_unknown_kernel_paths_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["--kernels", "avx1024"])
+    assert "invalid choice" in capsys.readouterr().err
