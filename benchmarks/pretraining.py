@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -77,8 +78,6 @@ class Build:
 
 def run_build(spec: BuildSpec, folder: Path) -> Build:
     """Build ``spec`` in a fresh process whose cache is ``folder``; returns how it went."""
-    import time
-
     environment = {**os.environ, "AGENTRL_CACHE": str(folder), "ATEN_CPU_CAPABILITY": spec.kernel,
                    "HF_HUB_OFFLINE": "1"}
     record = folder / "phases.json"

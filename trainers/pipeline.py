@@ -3,7 +3,8 @@
 On a CPU-only machine with no model hub:
 
 1. build (or reuse) the tiny model and its locally trained tokenizer, pretrained to copy text
-   (:mod:`trainers.pretrain`; built once and cached);
+   (:mod:`trainers.pretrain`; built once and cached; a pretraining phase that misses its target stops
+   the job with an error naming it);
 2. play a demonstrator in the real environments on generated training tasks (none of them in the
    bundled dev or test split): PythonSandbox-v0 math (run the task's reference program in the sandbox,
    answer with its output; a careless one that in a share of the tasks answers at once with a number
@@ -19,7 +20,9 @@ then for each seed:
 6. evaluate again.
 
 It prints a before/after table per env (mean and spread over seeds), writes ``results.json`` and a plot
-of the training reward over GRPO steps to ``output_dir``.
+of the training reward over GRPO steps to ``output_dir``. It exits 1 with the cause when a pretraining
+phase misses its target, when most of a held-out evaluation's episodes end in infrastructure faults, or
+when GRPO stops on them (:mod:`trainers.infra_guard`).
 
 Why a careless demonstrator: SFT on a perfect one leaves GRPO nothing the tiny model can learn in a few
 steps (from such a warm start it stayed flat, README). Demonstrations of a mixed behaviour, tool use and
