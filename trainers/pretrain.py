@@ -22,7 +22,7 @@ default kernels round differently, as do different thread counts). Fixed step co
 matter of luck: with the drills at lr 1e-3 for 1,000 steps, seed 1 built a good model on the machine it
 was checked on and a useless one (drill accuracy 0.21) on an AVX512 machine. So each of those phases now
 trains until its accuracy over the last ``window`` steps reaches its target (0.95 for random strings,
-0.9 for the drills), within a budget (2,000 and 1,500 steps); one that spends its budget stops the build
+0.9 for the drills), within a budget (2,000 and 3,000 steps); one that spends its budget stops the build
 with :class:`PretrainingError`, saving nothing. The drills run at lr 3e-3: from the same phase-2 model,
 lr 1e-3 sat at 0.22 for 800 steps, lr 3e-3 crossed 0.9 after 386 (a four-level curriculum of longer and
 longer tool results, also tried, took 503). Builds over seeds, kernel paths and thread counts:
@@ -95,7 +95,7 @@ class EchoPretraining:
     random_max_steps: int = 2000
     sentence_steps: int = 300
     report_target: float = 0.9
-    report_max_steps: int = 1500
+    report_max_steps: int = 3000
     window: int = 20
     batch_size: int = 32
     learning_rate: float = 3e-3
