@@ -105,8 +105,10 @@ def run_builds(specs: Sequence[BuildSpec], parallel: int, console: Console) -> l
     def build(spec: BuildSpec) -> Build:
         with tempfile.TemporaryDirectory(prefix="agentrl-pretraining-") as folder:
             result = run_build(spec, Path(folder))
-        console.print(f"{_label(spec)}: {'targets reached' if result.reached else 'FAILED'}, "
-                      f"{result.seconds / 60:.1f} min", markup=False, highlight=False)
+        phases = "; ".join(f"{phase.name} {phase.steps} steps {phase.accuracy:.3f}" for phase in result.phases)
+        console.print(f"{_label(spec)} ({result.capability or '?'}): "
+                      f"{'targets reached' if result.reached else 'MISSED'}, {result.seconds / 60:.1f} min: {phases}",
+                      markup=False, highlight=False, soft_wrap=True)
         console.file.flush()
         return result
 
