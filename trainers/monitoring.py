@@ -55,10 +55,11 @@ from trainers.rollout import Episode
 logger = logging.getLogger(__name__)
 
 WARM_START_HINT = (
-    "the policy probably never solves a task (a model never warm-started does not answer): warm-start it with "
-    "SFT on demonstrations, `python -m trainers.sft --config trainers/configs/sft_tiny_cpu.yaml`, then train from "
-    "it with `--model_name_or_path runs/sft-tiny`; or run the main job, `python -m trainers.pipeline` (the tiny "
-    "model's pretraining, demonstrations, SFT, then GRPO)")
+    "the policy solves none (or every one) of its tasks. A model never warm-started does not answer: warm-start "
+    "it with SFT on demonstrations, `python -m trainers.sft --config trainers/configs/sft_tiny_cpu.yaml`, then "
+    "train from it with `--model_name_or_path runs/sft-tiny`; or run the main job, `python -m trainers.pipeline` "
+    "(the tiny model's pretraining, demonstrations, SFT, then GRPO). A warm-started one needs easier tasks (a "
+    "curriculum `sampler`) or more episodes per group (`num_generations`)")
 """How to give GRPO a policy whose groups differ in reward (the commands of the README's Training section)."""
 
 
