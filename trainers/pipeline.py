@@ -99,7 +99,7 @@ class PipelineConfig:
     max_turns: int = field(default=2, metadata={"help": "Most model turns per episode."})
     pretrain_seed: int = field(default=0, metadata={
         "help": "Seed of the tiny model's echo pretraining draws (trainers.pretrain; each seed builds and caches "
-                "its own model, and every seed reaches the pretraining's targets)."})
+                "its own model; docs/pretraining.md shows which builds reach the pretraining's targets)."})
     seed_workers: int = field(default=0, metadata={
         "help": "Seeds run side by side, one worker process each (0: up to two per CPU core, at most one per "
                 "seed; 1: one after another in this process)."})
