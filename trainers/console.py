@@ -1,10 +1,10 @@
 """What the main job shows on the console while its seeds train, and where everything else goes.
 
-The seeds' runs send :class:`SeedEvent` objects (phase, step, latest loss and reward); the parent turns
-them into one live table, a row per seed (:class:`SeedDisplay`), or, when stdout is not a terminal (CI,
-a log file), into one plain line per phase change per seed and a progress line about every
-minute. What a seed's run prints itself (TRL's log
-dictionaries, bars, warnings) goes to a file in its output directory (:func:`output_to`), and the
+The seeds' runs send :class:`SeedEvent` objects (phase, step, latest loss and reward, or an alert of the
+rollout monitor); the parent turns them into one live table, a row per seed (:class:`SeedDisplay`), or,
+when stdout is not a terminal (CI, a log file), into one plain line per phase change per seed and a
+progress line about every minute; alerts always print as lines. What a seed's run prints itself (TRL's
+log dictionaries, bars, warnings) goes to a file in its output directory (:func:`output_to`), and the
 trainers' log dictionaries to a JSON-lines file (:class:`TrainerLogFile`).
 
 Example:

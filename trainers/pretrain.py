@@ -32,7 +32,7 @@ target and the build stops; the target has to move below that plateau, or the pl
 
 **Reproducibility.** A build draws its random tokens from a sorted list (the vocabulary's own order
 changes from process to process) and runs on one torch thread, so the same settings give the same model on
-any core count of one machine; another kernel path gives another model that reaches the same targets.
+any core count of one machine; another kernel path gives another model.
 
 Echoing plain sentences alone teaches a model to copy the tokens those sentences hold, and the bundled
 world's names are tokens they never hold. Measured with :func:`copy_accuracy` on the bundled world's
@@ -166,8 +166,7 @@ class PretrainingError(RuntimeError):
             f"answer, so the build stops here and saves nothing. What to do: build with other draws "
             f"(`python -m trainers.pretrain --seed {settings.seed + 1}`, or the main job's --pretrain_seed), or give "
             f"the phase more steps or a lower target (EchoPretraining's *_max_steps, *_target); please report the "
-            f"seed, "
-            f"`ATEN_CPU_CAPABILITY` and torch version with it.")
+            f"seed, `ATEN_CPU_CAPABILITY` and torch version with it.")
 
 
 def echo_sentences(n_entities: int = 400) -> list[str]:
