@@ -48,7 +48,7 @@ from trainers.infra_guard import (
     check_infra_error_settings,
 )
 from trainers.model_path import TINY_MODEL, ModelNotFoundError
-from trainers.monitoring import RolloutMonitor
+from trainers.monitoring import RolloutMonitor, carries_no_signal
 from trainers.overlap import PolicySnapshot, RolloutBatch, RolloutPrefetch
 from trainers.rollout import (
     EnvPool,
@@ -342,11 +342,11 @@ class EnvironmentRollouts:
 
     def _masked_out(self, episodes: list[Episode], rewards: Sequence[float | None]) -> set[int]:
         """Episodes kept out of the loss: infrastructure faults, and when filtering, every episode of a group
-        with fewer than two distinct scored rewards (:func:`_zero_variance`)."""
+        with fewer than two distinct scored rewards (:func:`trainers.monitoring.carries_no_signal`)."""
         dropped = {i for i, episode in enumerate(episodes) if episode.infra_error}
         if self.config.filter_zero_variance_groups:
             for members in _group_indices(episodes).values():
-                if _zero_variance([rewards[i] for i in members]):
+                if carries_no_signal([rewards[i] for i in members]):
                     dropped.update(members)
         return dropped
 
@@ -393,14 +393,6 @@ class RunningStats:
     def std(self) -> float:
         """Sample standard deviation (0 with fewer than two values)."""
         return float(np.sqrt(self.m2 / (self.count - 1))) if self.count > 1 else 0.0
-
-
-def _zero_variance(rewards: Sequence[float | None]) -> bool:
-    """Whether a group carries no GRPO signal: fewer than two distinct scored rewards (None: infrastructure fault).
-
-    A group with a single scored episode counts too: TRL's advantage for it is 0 whatever ``scale_rewards``.
-    """
-    return len({reward for reward in rewards if reward is not None}) < 2
 
 
 def _padded_mask(rows: Sequence[Sequence[int]], width: int) -> torch.Tensor:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -221,16 +221,19 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     return metrics
 
 
+def carries_no_signal(rewards: Iterable[float | None]) -> bool:
+    """Whether a GRPO group carries no signal: fewer than two distinct scored rewards (None: an infrastructure
+    fault, no sample of the task). A group with a single scored episode counts too: TRL's advantage for it is 0
+    whatever ``scale_rewards``. GRPO's zero-variance filter and the monitor both judge groups by this."""
+    return len({reward for reward in rewards if reward is not None}) < 2
+
+
 def group_has_zero_variance(episodes: Sequence[Episode]) -> dict[tuple[str, int], bool]:
-    """Per ``(env_id, group)``: whether it carries no GRPO signal, as GRPO's filter decides: fewer than two
-    distinct scored rewards (an infrastructure fault is no sample of the task; a lone scored episode has
-    advantage 0 too)."""
-    groups: dict[tuple[str, int], set[float]] = defaultdict(set)
+    """Per ``(env_id, group)``: whether it carries no GRPO signal (:func:`carries_no_signal` of its rewards)."""
+    groups: dict[tuple[str, int], list[float | None]] = defaultdict(list)
     for episode in episodes:
-        scored = groups[episode.env_id, episode.group]
-        if episode.scored:
-            scored.add(episode.reward)
-    return {key: len(values) < 2 for key, values in groups.items()}
+        groups[episode.env_id, episode.group].append(episode.reward if episode.scored else None)
+    return {key: carries_no_signal(rewards) for key, rewards in groups.items()}
 
 
 def zero_variance_groups(episodes: Sequence[Episode]) -> tuple[int, int]:

@@ -613,8 +613,9 @@ def pretrain_beside_demonstrations(config: PipelineConfig) -> list:
 
     load_or_build_tiny_model()  # the tokenizer, built before both sides read it
     settings = config.pretraining()
-    if (pretrained_dir(settings=settings) / "config.json").exists():
-        print_flushed(f"echo pretraining: reusing {pretrained_dir(settings=settings)}")
+    cached = pretrained_dir(settings=settings)
+    if (cached / "config.json").exists():
+        print_flushed(f"echo pretraining: reusing {cached}")
     with multiprocessing.get_context("spawn").Pool(1) as pool:  # leaving the block stops the worker
         collected = pool.apply_async(_demonstrations_in_worker, (config,))
         load_or_build_pretrained(settings=settings, progress=print_flushed)
