@@ -20,6 +20,10 @@ from agentgym_envs.sandbox.base import Sandbox
 from rewards import UnitTestEvidence
 
 RESULTS_FILE = ".agentrl-test-results.json"
+"""The file, in the sandbox's working folder, where the harness writes each hidden test's outcome (a JSON list).
+
+The host reads it after the run; a solution that writes to it, or leaves it unreadable, only fails its own tests
+(the probes of ``benchmarks.probes`` tamper with this very file). Import it from here rather than spelling it out."""
 FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 HARNESS = r'''
