@@ -39,6 +39,7 @@ from rewards import (
 )
 from tasks import Task, Trajectory
 from tasks.data_analysis import FAMILIES
+from tasks.data_analysis.files import table_sources, task_files
 
 if TYPE_CHECKING:  # the docker SDK is imported only when the docker backend is used
     from agentgym_envs.sandbox.docker import DockerSandboxPool
@@ -160,8 +161,6 @@ class DataAnalysisEnv(SandboxEnv):
     # -- the episode's data --------------------------------------------------------------------------------
     def _prepare_sandbox(self, task: Task) -> None:
         """Write the task's files to ``data/`` (read-only), load its tables and install the ``sql`` tool."""
-        from tasks.data_analysis.files import table_sources, task_files
-
         self._files, self._tables = task_files(task), table_sources(task)
         self._schema = load_task_data(self.sandbox, self._files, self._tables)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from agentgym_envs.errors import SandboxError
 from agentgym_envs.sandbox.base import ExecResult, Sandbox
+from tasks.data_analysis.files import SQL_LOADER_SOURCE
 
 DATA_DIR = "data"
 """The folder of the task's files, relative to the sandbox's work directory."""
@@ -155,8 +156,6 @@ def _run_install(sandbox: Sandbox, tables: Mapping[str, str], schema_path: str |
     Raises:
         DataLoadError: The cell failed.
     """
-    from tasks.data_analysis.files import SQL_LOADER_SOURCE
-
     code = INSTALL.format(tool=SQL_TOOL_SOURCE, loader=SQL_LOADER_SOURCE, tables=dict(tables), marker=MARKER,
                           schema_path=schema_path, name=TOOL_NAME)
     result = sandbox.run_code(code, timeout_s=max(sandbox.limits.timeout_s, 60.0))

@@ -33,7 +33,7 @@ import asyncio
 import functools
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -41,10 +41,17 @@ from aiohttp import web
 from agentgym_envs.webshop.browser import GRACE_S, LAUNCH_TIMEOUT_S, BrowserDriver, BrowserPool
 from agentgym_envs.webshop.errors import BrowserUnavailableError
 
-if TYPE_CHECKING:  # the server imports this module, not the other way round (it may run as __main__)
-    from agentgym_envs.webshop.server import Shop
-
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ShopOrigin(Protocol):
+    """What the browser API needs of the shop it serves: where it listens (the server's ``Shop`` is one).
+
+    The server imports this module, never the other way round (it may run as ``__main__``).
+    """
+
+    origin: str | None
+    """``http://host:port`` the shop listens on, once it does."""
 
 
 class ApiError(Exception):
@@ -64,7 +71,7 @@ class BrowserContexts:
         pool: The browser; closed by the app's cleanup.
     """
 
-    def __init__(self, shop: Shop, pool: BrowserPool) -> None:
+    def __init__(self, shop: ShopOrigin, pool: BrowserPool) -> None:
         self.shop = shop
         self.pool = pool
         self._drivers: dict[str, BrowserDriver] = {}
@@ -128,7 +135,7 @@ class BrowserContexts:
         return driver
 
 
-def add_browser_api(app: web.Application, shop: Shop, *, timeout_s: float = 30.0) -> BrowserContexts:
+def add_browser_api(app: web.Application, shop: ShopOrigin, *, timeout_s: float = 30.0) -> BrowserContexts:
     """Give the shop ``app`` a browser of its own and the ``/api/browsers`` routes that drive it.
 
     The browser is launched on the app's startup and closed on its cleanup.

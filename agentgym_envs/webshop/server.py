@@ -62,6 +62,7 @@ from multidict import MultiMapping
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.search.retriever import BM25Retriever
 from agentgym_envs.search.server import is_loopback
+from agentgym_envs.webshop.browser_api import add_browser_api
 from agentgym_envs.webshop.errors import BrowserUnavailableError
 from agentgym_envs.webshop.pages import SESSION_GONE_PAGE
 from tasks.records import Document
@@ -621,8 +622,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         app = make_app(products, catalogue_name=args.catalogue, index_dir=args.index_dir,
                        max_sessions=args.max_sessions)
         if args.browser:
-            from agentgym_envs.webshop.browser_api import add_browser_api
-
             add_browser_api(app, app[SHOP], timeout_s=args.browser_timeout)
     except EnvConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

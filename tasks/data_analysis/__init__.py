@@ -2,19 +2,31 @@
 
 * :func:`task_files`, :func:`table_sources`, :func:`duckdb_connection` and :data:`SQL_LOADER_SOURCE`
   (:mod:`tasks.data_analysis.files`): a task's data files and the one loader of its SQL tables.
-* :class:`Dataset`, :func:`generate_dataset`, :func:`materialize` (:mod:`tasks.data_analysis.datasets`):
-  related tables stored canonically and written as CSV, Parquet and SQLite.
+* :class:`Dataset`, :func:`generate_dataset`, :func:`materialize`, and the bundled datasets by name
+  (:func:`load_dataset`, :func:`dataset_files`) (:mod:`tasks.data_analysis.datasets`): related tables stored
+  canonically and written as CSV, Parquet and SQLite; the rules for file names and formats are
+  :mod:`tasks.data_analysis.formats`.
 * :data:`FAMILIES` and the drafters (:mod:`tasks.data_analysis.questions`), the two reference programs
   (:mod:`tasks.data_analysis.references`) and the readings audit (:mod:`tasks.data_analysis.audit`), which
   judges agreement by the grader's rules for "the same answer" (:mod:`tasks.data_analysis.answers`).
-* The bundle (:mod:`tasks.data_analysis.bundled`: :func:`load_dataset`, :func:`dataset_files`; the splits
-  through ``tasks.load_split("DataAnalysis", split)``), fresh tasks from a seed (:func:`generate_tasks`)
+* The bundle's build (:mod:`tasks.data_analysis.bundled`; the splits through
+  ``tasks.load_split("DataAnalysis", split)``), fresh tasks from a seed (:func:`generate_tasks`)
   and DABench's files (:func:`load_dabench`); ``python -m tasks.data_analysis`` writes tasks JSONL.
 """
 
-from tasks.data_analysis.bundled import available_datasets, dataset_files, load_dataset
 from tasks.data_analysis.dabench import load_dabench
-from tasks.data_analysis.datasets import COLUMN_TYPES, THEMES, Column, Dataset, Table, generate_dataset, materialize
+from tasks.data_analysis.datasets import (
+    COLUMN_TYPES,
+    THEMES,
+    Column,
+    Dataset,
+    Table,
+    available_datasets,
+    dataset_files,
+    generate_dataset,
+    load_dataset,
+    materialize,
+)
 from tasks.data_analysis.files import SQL_LOADER_SOURCE, duckdb_connection, table_sources, task_files
 from tasks.data_analysis.generate import generate_tasks
 from tasks.data_analysis.questions import FAMILIES

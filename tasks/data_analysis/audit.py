@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks.data_analysis.answers import field_matches, parse_answer_fields, tables_match
-from tasks.data_analysis.datasets import Dataset, Theme
+from tasks.data_analysis.datasets import ENV, Dataset, Theme
 from tasks.data_analysis.questions import Draft
 from tasks.data_analysis.references import (
     DIMENSIONS,
@@ -37,7 +37,6 @@ from tasks.data_analysis.references import (
 )
 from tasks.records import Task
 
-ENV = "DataAnalysis"
 STATE_PROBABILITY = 0.7
 """Chance that a touched dimension is stated as a constraint; unstated ones are audited."""
 BOUNDARY_EPSILON = 1e-9

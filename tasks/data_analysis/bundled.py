@@ -3,7 +3,8 @@
 Files live in ``tasks/data/data_analysis/``: ``datasets.jsonl`` (one :meth:`Dataset.to_dict` a
 line, the canonical form of every bundled dataset), ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``
 (one task a line) and ``MANIFEST.json``. A bundled task names its dataset in
-``metadata["dataset"]``; :func:`dataset_files` materializes that dataset's files (cached).
+``metadata["dataset"]``; :func:`tasks.data_analysis.datasets.dataset_files` materializes that dataset's files
+(cached).
 
 The splits are disjoint by dataset (:data:`SPLIT_DATASETS` each, themes and dirtiness levels
 cycling), every family is in every split with an equal share, and within a family the picks cycle
@@ -15,7 +16,6 @@ manifest counts the dropped ones by reason. Written by ``python -m tasks.build_s
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import random
@@ -26,14 +26,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from tasks.data_analysis.audit import Dropped, build_task
-from tasks.data_analysis.datasets import GENERATOR_VERSION, THEMES, Dataset, generate_dataset, materialize
+from tasks.data_analysis.datasets import ENV, GENERATOR_VERSION, THEMES, Dataset, generate_dataset, materialize
 from tasks.data_analysis.questions import DRAFTERS, FAMILIES, QUESTIONS_VERSION, Scene
 from tasks.data_analysis.references import write_files
-from tasks.errors import UnknownTaskError, did_you_mean
 from tasks.records import Task
-from tasks.splits import MANIFEST_NAME, bundle_manifest, read_bundled_file
+from tasks.splits import MANIFEST_NAME
 
-ENV = "DataAnalysis"
 DATASETS_FILE = "datasets.jsonl"
 SPLIT_SIZES = {"train": 400, "dev": 100, "test": 100}
 SPLIT_DATASETS = {"train": 40, "dev": 10, "test": 10}
@@ -41,46 +39,6 @@ DATASET_SEED_BASE = 20_250_701
 """Dataset ``i`` (0-based over train, dev, test) is drawn with seed ``DATASET_SEED_BASE + i``."""
 MAX_ROUNDS = 8
 """Most rounds of drafts over a split's datasets for one family."""
-
-
-@functools.cache
-def _bundled_datasets() -> dict[str, Dataset]:
-    """Every bundled dataset by name, read once (checked against the manifest's sha256)."""
-    data = read_bundled_file(ENV, bundle_manifest(ENV)["datasets"])
-    datasets = (Dataset.from_dict(json.loads(line)) for line in data.decode("utf-8").splitlines() if line)
-    return {dataset.name: dataset for dataset in datasets}
-
-
-def available_datasets() -> list[str]:
-    """Names of the bundled datasets, sorted."""
-    return sorted(_bundled_datasets())
-
-
-def load_dataset(name: str) -> Dataset:
-    """A bundled dataset by name.
-
-    Raises:
-        UnknownTaskError: No bundled dataset has that name (the message suggests the closest).
-        SplitIntegrityError: The datasets file does not match its manifest.
-    """
-    datasets = _bundled_datasets()
-    if name not in datasets:
-        raise UnknownTaskError(f"expected a bundled DataAnalysis dataset, got {name!r}" + did_you_mean(name, datasets))
-    return datasets[name]
-
-
-@functools.lru_cache(maxsize=32)
-def _materialized(name: str) -> dict[str, bytes]:
-    return materialize(load_dataset(name))
-
-
-def dataset_files(name: str) -> dict[str, bytes]:
-    """The file bytes of a bundled dataset, by file name (materialized once per dataset, then cached).
-
-    Raises:
-        UnknownTaskError: No bundled dataset has that name.
-    """
-    return dict(_materialized(name))
 
 
 def bundled_dataset_specs() -> dict[str, list[tuple[str, int, int]]]:

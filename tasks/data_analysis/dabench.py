@@ -21,11 +21,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.data_analysis.files import check_file_name
+from tasks.data_analysis.datasets import ENV
+from tasks.data_analysis.formats import check_file_name
 from tasks.errors import TaskError
 from tasks.records import Task
 
-ENV = "DataAnalysis"
 CONCEPT_FAMILIES = {
     "summary statistics": "summary_statistics",
     "distribution analysis": "summary_statistics",

@@ -5,6 +5,8 @@ file it is written to: ``<table>.csv`` or ``<table>.parquet`` (one table per fil
 ``<dataset theme>.sqlite`` file holding several tables. The canonical form (:meth:`Dataset.to_dict`,
 JSON) is what the bundle stores; :func:`materialize` turns it into file bytes the same way every
 time (with a given pyarrow and SQLite version), so the bytes never depend on a random generator.
+The bundled datasets (``datasets.jsonl`` of the DataAnalysis bundle) are read by name with
+:func:`load_dataset` and :func:`dataset_files`.
 
 Column types (:data:`COLUMN_TYPES`): ``int``, ``float``, ``str``, ``bool``, ``date`` (an ISO
 ``YYYY-MM-DD`` string in the rows) and ``timestamp`` (``YYYY-MM-DD HH:MM:SS``). Any cell may be
@@ -21,16 +23,21 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import io
+import json
 import random
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.data_analysis.files import check_file_name, table_format
-from tasks.errors import TaskError
+from tasks.data_analysis.formats import check_file_name, table_format
+from tasks.errors import TaskError, UnknownTaskError, did_you_mean
+from tasks.splits import bundle_manifest, read_bundled_file
 
+ENV = "DataAnalysis"
+"""The environment's name, under which its bundle (splits and datasets) is found."""
 COLUMN_TYPES = ("int", "float", "str", "bool", "date", "timestamp")
 """The types a column may have."""
 
@@ -447,3 +454,46 @@ def _us_date(iso: str) -> str:
     day, _, time = iso.partition(" ")
     us = dt.date.fromisoformat(day).strftime(US_DATE_FORMAT)
     return f"{us} {time}" if time else us
+
+
+# -- the bundled datasets ----------------------------------------------------------------------
+
+
+@functools.cache
+def _bundled_datasets() -> dict[str, Dataset]:
+    """Every bundled dataset by name, read once (checked against the manifest's sha256)."""
+    data = read_bundled_file(ENV, bundle_manifest(ENV)["datasets"])
+    datasets = (Dataset.from_dict(json.loads(line)) for line in data.decode("utf-8").splitlines() if line)
+    return {dataset.name: dataset for dataset in datasets}
+
+
+def available_datasets() -> list[str]:
+    """Names of the bundled datasets, sorted."""
+    return sorted(_bundled_datasets())
+
+
+def load_dataset(name: str) -> Dataset:
+    """A bundled dataset by name.
+
+    Raises:
+        UnknownTaskError: No bundled dataset has that name (the message suggests the closest).
+        SplitIntegrityError: The datasets file does not match its manifest.
+    """
+    datasets = _bundled_datasets()
+    if name not in datasets:
+        raise UnknownTaskError(f"expected a bundled DataAnalysis dataset, got {name!r}" + did_you_mean(name, datasets))
+    return datasets[name]
+
+
+@functools.lru_cache(maxsize=32)
+def _materialized(name: str) -> dict[str, bytes]:
+    return materialize(load_dataset(name))
+
+
+def dataset_files(name: str) -> dict[str, bytes]:
+    """The file bytes of a bundled dataset, by file name (materialized once per dataset, then cached).
+
+    Raises:
+        UnknownTaskError: No bundled dataset has that name.
+    """
+    return dict(_materialized(name))

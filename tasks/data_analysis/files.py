@@ -29,16 +29,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tasks.data_analysis.datasets import dataset_files
+from tasks.data_analysis.formats import check_file_name, table_format
 from tasks.errors import TaskError
 from tasks.records import Task
 
 if TYPE_CHECKING:  # duckdb is imported only when a connection is built
     import duckdb
-
-CSV_SUFFIXES = (".csv",)
-PARQUET_SUFFIXES = (".parquet",)
-SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
-"""File suffixes the loader reads, by format (matched case-insensitively)."""
 
 SQL_LOADER_SOURCE = '''\
 """Load a task's data files into an in-memory DuckDB, one table per entry (DataAnalysis-v0)."""
@@ -165,38 +162,6 @@ def _load_tables() -> Any:
     return namespace["load_tables"]
 
 
-def check_file_name(name: Any, where: str) -> str:
-    """Return ``name`` when it is a plain file name (no folder, not ``.`` or ``..``).
-
-    Args:
-        name: The name to check.
-        where: What the name belongs to, for the error message.
-
-    Returns:
-        The name, unchanged.
-
-    Raises:
-        TaskError: ``name`` is not a non-empty string without ``/`` or ``\\``, or is ``.`` or ``..``.
-    """
-    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name:
-        raise TaskError(f"expected a plain file name (no folder, not '.' or '..') in {where}, got {name!r}")
-    return name
-
-
-def table_format(file_name: str) -> str:
-    """The format a file is read as, from its suffix: ``"csv"``, ``"parquet"`` or ``"sqlite"``.
-
-    Raises:
-        TaskError: The suffix is none of :data:`CSV_SUFFIXES`, :data:`PARQUET_SUFFIXES`, :data:`SQLITE_SUFFIXES`.
-    """
-    suffix = Path(file_name).suffix.lower()
-    for kind, suffixes in (("csv", CSV_SUFFIXES), ("parquet", PARQUET_SUFFIXES), ("sqlite", SQLITE_SUFFIXES)):
-        if suffix in suffixes:
-            return kind
-    raise TaskError(f"expected a file ending in one of {CSV_SUFFIXES + PARQUET_SUFFIXES + SQLITE_SUFFIXES}, "
-                    f"got {file_name!r}")
-
-
 def file_names(task: Task) -> list[str]:
     """The plain file names of ``task.metadata["files"]``, checked.
 
@@ -275,8 +240,6 @@ def task_files(task: Task) -> dict[str, bytes]:
 
 def _dataset_files(task: Task, dataset: str, names: list[str]) -> dict[str, bytes]:
     """The named files of a bundled dataset."""
-    from tasks.data_analysis.bundled import dataset_files
-
     available = dataset_files(dataset)
     missing = [name for name in names if name not in available]
     if missing:
