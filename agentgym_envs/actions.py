@@ -55,6 +55,16 @@ class ParsedAction:
         return not self.errors
 
 
+def tool_call_action(name: str, **arguments: Any) -> str:
+    """The action text of one tool call, e.g. ``tool_call_action("search", query="Maemton")``."""
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def answer_action(answer: str) -> str:
+    """The action text of a final answer."""
+    return f"<answer>{answer}</answer>"
+
+
 def parse_action(text: str, *, max_chars: int = 32_768, max_tool_calls: int = 4) -> ParsedAction:
     """Split an action into think, tool calls and answer, collecting every format error.
 

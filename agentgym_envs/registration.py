@@ -1,55 +1,61 @@
 """Registration of the ``agentrl/...-v0`` ids in Gymnasium's own registry.
 
-Gymnasium 1.x has no plugin discovery: ids are registered when this package is imported.
+Gymnasium 1.x has no plugin discovery: ids are registered when this package is imported, from the env specs
+(:mod:`agentgym_envs.spec`) of the bundled envs and of installed packages (the ``agentrl.envs`` entry points).
 ``gym.make("agentgym_envs:agentrl/PythonSandbox-v0")`` imports it for you.
 """
 
 from __future__ import annotations
 
 from difflib import get_close_matches
+from importlib import import_module
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from agentgym_envs.errors import UnknownEnvError
+from agentgym_envs.spec import EnvSpec, SpecRegistry, installed_specs
 
 NAMESPACE = "agentrl"
-ENV_SPECS: dict[str, dict[str, Any]] = {
-    f"{NAMESPACE}/PythonSandbox-v0": {
-        "entry_point": "agentgym_envs.python_sandbox:PythonSandboxEnv",
-        "max_episode_steps": 12,
-    },
-    f"{NAMESPACE}/Search-v0": {
-        "entry_point": "agentgym_envs.search:SearchEnv",
-        "max_episode_steps": 10,
-    },
-    f"{NAMESPACE}/WebShop-v0": {
-        "entry_point": "agentgym_envs.webshop:WebShopEnv",
-        "max_episode_steps": 15,  # WebShop's agents (ReAct, the RL papers) get 15 turns
-    },
-    f"{NAMESPACE}/DataAnalysis-v0": {
-        "entry_point": "agentgym_envs.data_analysis:DataAnalysisEnv",
-        "max_episode_steps": 20,  # DA-Code's and DSBench's step limit
-    },
-    f"{NAMESPACE}/SWE-v0": {
-        "entry_point": "agentgym_envs.swe:SWEEnv",
-        "max_episode_steps": 30,  # one-module bugs in small repositories; SWE-bench agents get 40-100 on whole repos
-    },
-}
-"""Every id this package registers, with its entry point and turn limit."""
+BUNDLED_SPECS = ("agentgym_envs.data_analysis.spec", "agentgym_envs.python_sandbox.spec", "agentgym_envs.search.spec",
+                 "agentgym_envs.swe.spec", "agentgym_envs.webshop.spec")
+"""The modules of the bundled envs' specs (each exports ``SPEC``)."""
+SPECS = SpecRegistry()
+"""Every registered spec: the bundled ones and those of installed packages (:data:`~agentgym_envs.spec.ENTRY_POINT_GROUP`)."""
 
 
 def register_envs() -> None:
-    """Register every id of :data:`ENV_SPECS` that is not registered yet (idempotent)."""
-    for env_id, spec in ENV_SPECS.items():
-        if env_id not in gym.registry:
-            gym.register(id=env_id, **spec)
+    """Register the bundled specs and those of installed packages, each in :data:`SPECS` and its id in Gymnasium's
+    registry (idempotent)."""
+    for spec in [*(import_module(name).SPEC for name in BUNDLED_SPECS), *installed_specs()]:
+        register_spec(spec)
+
+
+def register_spec(spec: EnvSpec) -> None:
+    """Register ``spec`` in :data:`SPECS` and its id in Gymnasium's registry (a package may call this itself).
+
+    Raises:
+        ValueError: Another spec holds its id or one of its aliases.
+    """
+    SPECS.add(spec)
+    if spec.id not in gym.registry:
+        gym.register(id=spec.id, entry_point=spec.entry_point, max_episode_steps=spec.max_episode_steps,
+                     kwargs=spec.make_kwargs())
 
 
 def registered_ids() -> list[str]:
-    """The ids of every agentrl environment."""
-    return sorted(ENV_SPECS)
+    """The ids of every registered spec."""
+    return SPECS.ids()
+
+
+def env_spec(name: str) -> EnvSpec:
+    """The spec of a registered id or alias (``"agentrl/Search-v0"`` or ``"search"``).
+
+    Raises:
+        UnknownEnvError: No spec has that id or alias.
+    """
+    return SPECS.get(name)
 
 
 def runs_agent_code(env_id: str) -> bool:
@@ -103,4 +109,5 @@ def unknown_id_message(env_id: str) -> str:
     return f"no environment {env_id!r}{hint} The agentrl ids are: {', '.join(registered_ids())}."
 
 
-__all__ = ["ENV_SPECS", "make", "register_envs", "registered_ids", "runs_agent_code", "sandbox_kwargs"]
+__all__ = ["BUNDLED_SPECS", "SPECS", "env_spec", "make", "register_envs", "register_spec", "registered_ids",
+           "runs_agent_code", "sandbox_kwargs"]

@@ -34,7 +34,7 @@ and the agent's failure rate per tool, the turn distribution and the stop reason
 (``outcome/success``), so pass@1 is WebShop's success rate and the mean reward its score (x100 in its papers).
 
 A suite whose envs reach a service (WebShop's shop server) gets one instance of it for the whole run, shared by
-every env of the suite (:data:`SUITE_SERVICES`), and stopped at the end.
+every env of the suite (its spec's ``service``), and stopped at the end.
 
 Env match: every report carries a fingerprint of each environment (id, turn limit, tool schemas, action and
 observation limits, sandbox limits, reward terms with weights, caps and functions, data manifest hash and
@@ -70,7 +70,7 @@ import statistics
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,21 +83,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agentgym_envs import describe  # importing the package registers the agentrl/... ids
-from agentgym_envs.policies import Policy, PythonOraclePolicy, RandomPolicy, ScriptedAgent, SearchOraclePolicy
+from agentgym_envs.policies import Policy, ScriptedAgent
 from agentgym_envs.policies.base import prompt_only
-from agentgym_envs.policies.data_analysis_oracle import DataAnalysisOraclePolicy, DataAnalysisRandomPolicy
-from agentgym_envs.policies.swe_oracle import SWEOraclePolicy, SWERandomPolicy
-from agentgym_envs.policies.webshop_oracle import WebShopOraclePolicy, WebShopRandomPolicy
-from agentgym_envs.registration import sandbox_kwargs
+from agentgym_envs.registration import SPECS, env_spec, sandbox_kwargs
 from agentgym_envs.runner import EnvPool, Episode, EpisodeRequest, EpisodeRunner, group_requests, scored
-from agentgym_envs.webshop import ShopServer
+from agentgym_envs.spec import EnvSpec
 from tasks import Task
 from trainers.infra_guard import INFRA_HINT, first_infra_error
 from trainers.model_path import check_model_path
 
-SUITES = {"search": "agentrl/Search-v0", "python": "agentrl/PythonSandbox-v0", "webshop": "agentrl/WebShop-v0",
-          "data": "agentrl/DataAnalysis-v0", "swe": "agentrl/SWE-v0"}
-"""Suite name to the registry id of its environment."""
 BASELINES = ("oracle", "random")
 
 FINGERPRINT_VERSION = 2
@@ -121,7 +115,8 @@ class EvalConfig:
 
     Attributes:
         models: ``oracle``, ``random``, ``tiny``, checkpoint folders, hub ids or earlier ``report.json`` files.
-        suites: Suite names (keys of :data:`SUITES`).
+        suites: Registered env ids or their aliases (:mod:`agentgym_envs.spec`); each is kept under its
+            :func:`suite_name`.
         split: Bundled split.
         limit: Evaluate only the first ``limit`` tasks of each suite's split (None: all).
         samples: Episodes per task (n of pass@k).
@@ -159,9 +154,15 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if not self.models:
             raise ValueError("models: expected at least one (--model oracle, --model runs/ckpt, ...), got none")
-        unknown = [suite for suite in self.suites if suite not in SUITES]
+        unknown = [suite for suite in self.suites if suite not in SPECS]
         if unknown or not self.suites:
-            raise ValueError(f"suites: expected a comma-separated subset of {sorted(SUITES)}, got {list(self.suites)}")
+            raise ValueError(f"suites: expected registered env ids or aliases among {SPECS.names()}, got "
+                             f"{list(self.suites)}")
+        object.__setattr__(self, "suites", tuple(suite_name(spec) for spec in SPECS.resolve(self.suites)))
+        without_oracle = [suite for suite in self.suites if env_spec(suite).oracle is None]
+        if "oracle" in self.models and without_oracle:
+            raise ValueError(f"models: oracle: expected suites whose spec has an oracle, got {without_oracle} "
+                             "with none")
         if self.samples < 1 or self.batch_size < 1 or (self.limit is not None and self.limit < 1):
             raise ValueError(f"samples, batch_size and limit: expected >= 1, got {self.samples}, {self.batch_size}, "
                              f"{self.limit}")
@@ -178,6 +179,11 @@ class EvalConfig:
     def ks(self) -> tuple[int, ...]:
         """The k values reported: 1, the requested ones, and ``samples``, sorted."""
         return tuple(sorted({1, self.samples, *self.k}))
+
+
+def suite_name(spec: EnvSpec) -> str:
+    """How reports name the suite of ``spec``: its first alias (``search``), else its id."""
+    return spec.aliases[0] if spec.aliases else spec.id
 
 
 # ---------------------------------------------------------------------------------------------- pass@k
@@ -234,27 +240,15 @@ class Baseline:
     deterministic: bool
 
 
-RANDOM = Baseline(lambda seed: RandomPolicy(seed=seed), sees_reference=False, deterministic=False)
-SCRIPTED: dict[tuple[str, str], Baseline] = {
-    ("oracle", "search"): Baseline(lambda seed: SearchOraclePolicy(), sees_reference=False, deterministic=True),
-    ("oracle", "python"): Baseline(lambda seed: PythonOraclePolicy(), sees_reference=True, deterministic=True),
-    ("oracle", "webshop"): Baseline(lambda seed: WebShopOraclePolicy(), sees_reference=False, deterministic=True),
-    ("random", "search"): RANDOM,
-    ("random", "python"): RANDOM,
-    ("random", "webshop"): Baseline(lambda seed: WebShopRandomPolicy(seed=seed), sees_reference=False,
-                                    deterministic=False),
-    ("oracle", "data"): Baseline(lambda seed: DataAnalysisOraclePolicy(), sees_reference=True, deterministic=True),
-    ("random", "data"): Baseline(lambda seed: DataAnalysisRandomPolicy(seed=seed), sees_reference=False,
-                                 deterministic=False),
-    ("oracle", "swe"): Baseline(lambda seed: SWEOraclePolicy(), sees_reference=True, deterministic=True),
-    ("random", "swe"): Baseline(lambda seed: SWERandomPolicy(seed=seed), sees_reference=False, deterministic=False),
-}
-"""The scripted policy of each (baseline, suite)."""
-
-
 def baseline(name: str, suite: str) -> Baseline:
-    """The scripted policy ``name`` (``oracle`` or ``random``) for ``suite``."""
-    return SCRIPTED[(name, suite)]
+    """The scripted policy ``name`` (``oracle`` or ``random``) of ``suite``'s spec."""
+    spec = env_spec(suite)
+    if name == "oracle" and spec.oracle is not None:
+        return Baseline(spec.oracle, sees_reference=spec.oracle_sees_reference,
+                        deterministic=spec.oracle_deterministic)
+    if name == "random":
+        return Baseline(spec.random, sees_reference=False, deterministic=False)
+    raise ValueError(f"baseline: expected oracle or random of a suite that has it, got {name!r} for {suite!r}")
 
 
 SuiteKwargs = Mapping[str, Mapping[str, Any]]
@@ -262,36 +256,24 @@ SuiteKwargs = Mapping[str, Mapping[str, Any]]
 
 
 @contextmanager
-def shop_server(config: EvalConfig) -> Iterator[dict[str, Any]]:
-    """One shop server, of the catalogue the split's tasks were written for, for every WebShop env of the run.
-
-    Yields:
-        ``{"server": url}``: the envs connect to the server and leave it running; it stops when the block ends.
-        (The URL, not the :class:`ShopServer`: ``env.spec`` deep-copies the kwargs, which a server cannot be.)
-    """
-    env = gym.make(SUITES["webshop"], split=config.split)  # reads the tasks' catalogue; starts no server
-    catalogue = env.unwrapped.catalogue
-    env.close()
-    with ShopServer(catalogue) as server:
-        yield {"server": server.url}
-
-
-SUITE_SERVICES: dict[str, Callable[[EvalConfig], AbstractContextManager[dict[str, Any]]]] = {"webshop": shop_server}
-"""Suites whose envs share one service for the whole run: it yields the env kwargs that reach it."""
-
-
-@contextmanager
 def shared_services(config: EvalConfig) -> Iterator[SuiteKwargs]:
-    """Start the shared service of every suite of ``config`` that has one; stop them all when the block ends."""
+    """Start the shared service of every suite of ``config`` whose spec has one (WebShop's shop server, of the
+    catalogue the split's tasks were written for); stop them all when the block ends."""
     with ExitStack() as stack:
-        yield {suite: stack.enter_context(SUITE_SERVICES[suite](config))
-               for suite in config.suites if suite in SUITE_SERVICES}
+        shared = {}
+        for suite in config.suites:
+            start = env_spec(suite).service
+            if start is not None:
+                service = start(config.split)
+                stack.callback(service.close)
+                shared[suite] = service.env_kwargs()
+        yield shared
 
 
 def make_env(suite: str, config: EvalConfig, shared: SuiteKwargs | None = None) -> gym.Env:
     """The evaluation env of ``suite``: the bundled split, the prompt style, the sandbox for PythonSandbox, and
     the suite's shared service (``shared``, from :func:`shared_services`; None: the env starts what it needs)."""
-    env_id = SUITES[suite]
+    env_id = env_spec(suite).id
     return gym.make(env_id, split=config.split, prompt_style=config.prompt_style,
                     **sandbox_kwargs(env_id, config.sandbox), **(shared or {}).get(suite, {}))
 
@@ -516,7 +498,7 @@ def summarize(model: str, suite: str, kind: str, outcomes: Sequence[Episode], *,
     turns, histogram = turn_statistics(outcomes)
     rewards = [o.reward for o in valid]
     return SuiteResult(
-        model=model, suite=suite, env_id=SUITES[suite], kind=kind, tasks=len({o.task_id for o in outcomes}),
+        model=model, suite=suite, env_id=env_spec(suite).id, kind=kind, tasks=len({o.task_id for o in outcomes}),
         episodes=len(outcomes), samples_per_task=samples,
         pass_at={str(k): mean_pass_at_k(valid, min(k, samples)) for k in ks},
         greedy_pass_at_1=mean_pass_at_k(greedy, 1) if greedy is not None else None,
@@ -548,7 +530,7 @@ def run_fingerprint(config: EvalConfig, rollout: Mapping[str, Any] | None,
     for suite in config.suites:
         env = make_env(suite, config, shared)
         try:
-            envs[SUITES[suite]] = env_fingerprint(env)
+            envs[env_spec(suite).id] = env_fingerprint(env)
         finally:
             env.close()
     return {"fingerprint_version": FINGERPRINT_VERSION, "envs": envs,
@@ -687,7 +669,7 @@ def evaluate_scripted(name: str, label: str, config: EvalConfig, progress: Progr
             tasks = suite_tasks(env, config)
             kind = baseline(name, suite)
             samples = 1 if kind.deterministic else config.samples
-            requests = group_requests([(SUITES[suite], task) for task in tasks], samples, config.seed)
+            requests = group_requests([(env_spec(suite).id, task) for task in tasks], samples, config.seed)
             bar = progress.add_task(f"{label} · {suite}", total=len(requests))
             outcomes = play_scripted(name, suite, env, requests, functools.partial(progress.advance, bar))
         finally:
@@ -708,7 +690,7 @@ def evaluate_model(spec: str, label: str, config: EvalConfig, progress: Progress
         env = make_env(suite, config, shared)
         tasks, turn_limit = suite_tasks(env, config), env.spec.max_episode_steps
         env.close()
-        pairs = [(SUITES[suite], task) for task in tasks]
+        pairs = [(env_spec(suite).id, task) for task in tasks]
         requests = group_requests(pairs, config.samples, config.seed)
         greedy_requests = group_requests(pairs, 1, config.seed) if config.temperature > 0 else []
         bar = progress.add_task(f"{label} · {suite}", total=len(requests) + len(greedy_requests))
@@ -763,7 +745,7 @@ def unique_labels(specs: Sequence[str]) -> list[str]:
 def run_evaluation(config: EvalConfig, console: Console) -> Report:
     """Evaluate every model of ``config`` on every suite and check the envs against the references.
 
-    The suites' shared services (:data:`SUITE_SERVICES`) run from the first episode to the fingerprint. The
+    The suites' shared services (:func:`shared_services`) run from the first episode to the fingerprint. The
     fingerprint's rollout limits are those the first model played here ran under (effective values: the
     context budget is cut to the model's position limit); None when only scripted policies played.
 
@@ -1008,7 +990,8 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument("--model", action="append", help="oracle, random, tiny, a checkpoint folder, a hub id or an "
                                                       "earlier report.json; repeat to put several side by side")
     who.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two models or runs side by side")
-    parser.add_argument("--suite", default="search", help=f"comma-separated suites among {', '.join(SUITES)}")
+    parser.add_argument("--suite", default="search",
+                        help=f"comma-separated registered env ids or aliases, among {', '.join(SPECS.names())}")
     parser.add_argument("--split", default="test", help="bundled split")
     parser.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     parser.add_argument("--samples", type=int, default=1, help="episodes per task (n of pass@k)")

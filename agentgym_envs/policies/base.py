@@ -7,12 +7,12 @@ read nothing but ``task.prompt``; callers can enforce that with :func:`prompt_on
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 
+from agentgym_envs.actions import answer_action, tool_call_action
 from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from tasks import Task
 
@@ -94,11 +94,4 @@ def prompt_only(task: Task) -> Task:
                 difficulty=task.difficulty, metadata={})
 
 
-def tool_call_action(name: str, **arguments: Any) -> str:
-    """The action text of one tool call, e.g. ``tool_call_action("search", query="Maemton")``."""
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
-
-
-def answer_action(answer: str) -> str:
-    """The action text of a final answer."""
-    return f"<answer>{answer}</answer>"
+__all__ = ["Policy", "ScriptedAgent", "answer_action", "prompt_only", "run_episode", "tool_call_action"]

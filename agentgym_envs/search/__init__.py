@@ -5,28 +5,27 @@ mapped index), or :class:`RemoteRetriever` against the loopback service
 ``python -m agentgym_envs.search.server``.
 """
 
-from agentgym_envs.search.corpus import read_jsonl_corpus, resolve_corpus
-from agentgym_envs.search.env import FAMILIES, SearchEnv, default_reward
-from agentgym_envs.search.errors import RetrieverUnavailableError, UnknownDocumentError
-from agentgym_envs.search.passages import best_passage, paginate
-from agentgym_envs.search.remote import RemoteRetriever
-from agentgym_envs.search.retriever import BM25Retriever, Hit, Retriever, Tokenizer, default_index_root, index_key
+from agentgym_envs.lazy import lazy_exports
 
-__all__ = [
-    "FAMILIES",
-    "BM25Retriever",
-    "Hit",
-    "RemoteRetriever",
-    "Retriever",
-    "RetrieverUnavailableError",
-    "SearchEnv",
-    "Tokenizer",
-    "UnknownDocumentError",
-    "best_passage",
-    "default_index_root",
-    "default_reward",
-    "index_key",
-    "paginate",
-    "read_jsonl_corpus",
-    "resolve_corpus",
-]
+_EXPORTS = {
+    "read_jsonl_corpus": "corpus",
+    "resolve_corpus": "corpus",
+    "FAMILIES": "env",
+    "SearchEnv": "env",
+    "default_reward": "env",
+    "RetrieverUnavailableError": "errors",
+    "UnknownDocumentError": "errors",
+    "best_passage": "passages",
+    "paginate": "passages",
+    "RemoteRetriever": "remote",
+    "BM25Retriever": "retriever",
+    "Hit": "retriever",
+    "Retriever": "retriever",
+    "Tokenizer": "retriever",
+    "default_index_root": "retriever",
+    "index_key": "retriever",
+}
+"""Each public name and the module it lives in (imported on first use)."""
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

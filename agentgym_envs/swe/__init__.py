@@ -9,21 +9,26 @@
   on the host).
 """
 
-from agentgym_envs.swe.env import SWE_SANDBOX_LIMITS, SWEEnv, default_reward, swe_reward
-from agentgym_envs.swe.testing import (
-    TESTBED,
-    PytestConfig,
-    TreeError,
-    judge_run,
-    prepare_tree,
-    pytest_config,
-    read_tree,
-    restore_files,
-    run_tests,
-    tree_diff,
-    working_tree_diff,
-)
+from agentgym_envs.lazy import lazy_exports
 
-__all__ = ["SWE_SANDBOX_LIMITS", "TESTBED", "PytestConfig", "SWEEnv", "TreeError", "default_reward", "judge_run",
-           "prepare_tree", "pytest_config", "read_tree", "restore_files", "run_tests", "swe_reward", "tree_diff",
-           "working_tree_diff"]
+_EXPORTS = {
+    "SWEEnv": "env",
+    "SWE_SANDBOX_LIMITS": "env",
+    "default_reward": "env",
+    "swe_reward": "env",
+    "PytestConfig": "testing",
+    "TESTBED": "testing",
+    "TreeError": "testing",
+    "judge_run": "testing",
+    "prepare_tree": "testing",
+    "pytest_config": "testing",
+    "read_tree": "testing",
+    "restore_files": "testing",
+    "run_tests": "testing",
+    "tree_diff": "testing",
+    "working_tree_diff": "testing",
+}
+"""Each public name and the module it lives in (imported on first use)."""
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

@@ -37,6 +37,7 @@ from agentgym_envs.core import RewardSpec
 from agentgym_envs.errors import EnvConfigError, SandboxCrashedError
 from agentgym_envs.sandbox import SandboxLimits
 from agentgym_envs.sandboxed import SandboxEnv
+from agentgym_envs.swe.limits import SWE_SANDBOX_LIMITS
 from agentgym_envs.swe.testing import (
     TESTBED,
     PytestConfig,
@@ -83,10 +84,6 @@ if TYPE_CHECKING:  # the docker SDK is imported only when the docker backend is 
 FAMILIES = ("synthetic", "swebench")
 REQUIRED_TOOLS = {family: ("bash",) for family in FAMILIES}
 """``bash`` alone solves every task (mini-swe-agent's setting); the editor is a convenience, not required."""
-
-SWE_SANDBOX_LIMITS = SandboxLimits(timeout_s=60.0, memory_mb=1024, pids=128, disk_mb=128, output_bytes=32_768)
-"""The default limits: room for a repository, its suite and the agent's commands; output room for the head and
-tail of a command (10 kB, at most three bytes per byte once decoded)."""
 
 TREE_CACHE_SIZE = 64
 """Tasks whose repository trees the env keeps on the host (a tree shares its unchanged files with the pin's)."""

@@ -24,6 +24,7 @@ import secrets
 from dataclasses import dataclass
 
 from agentgym_envs.sandbox.base import Sandbox
+from agentgym_envs.swe.limits import CELL_GRACE_S
 from agentgym_envs.swe.testing import TESTBED
 
 SETUP_CELL = r'''
@@ -102,8 +103,6 @@ def _agentrl_list(folder, depth, nonce):
     print(nonce + ":" + json.dumps({"folder": True, "entries": sorted(entries)}))
 '''
 
-CELL_GRACE_S = 15.0
-"""Seconds a ``bash`` cell may take beyond the command's own limit (reading, killing, reporting)."""
 MAX_FILE_BYTES = 1 << 20
 """Largest file the editor opens."""
 MAX_VIEW_CHARS = 16_000

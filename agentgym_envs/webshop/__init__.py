@@ -15,26 +15,26 @@
 * :class:`WebShopEnv`: the environment.
 """
 
-from agentgym_envs.webshop.drivers import HttpDriver, PageDriver, RemoteBrowserDriver
-from agentgym_envs.webshop.env import WebShopEnv, available_actions, default_reward
-from agentgym_envs.webshop.errors import ShopUnavailableError
-from agentgym_envs.webshop.pages import Clickable, Form, Page, parse_page
-from agentgym_envs.webshop.service import ShopAddress, ShopClient, ShopServer, ShopService
+from agentgym_envs.lazy import lazy_exports
 
-__all__ = [
-    "Clickable",
-    "Form",
-    "HttpDriver",
-    "Page",
-    "PageDriver",
-    "RemoteBrowserDriver",
-    "ShopAddress",
-    "ShopClient",
-    "ShopServer",
-    "ShopService",
-    "ShopUnavailableError",
-    "WebShopEnv",
-    "available_actions",
-    "default_reward",
-    "parse_page",
-]
+_EXPORTS = {
+    "HttpDriver": "drivers",
+    "PageDriver": "drivers",
+    "RemoteBrowserDriver": "drivers",
+    "WebShopEnv": "env",
+    "available_actions": "env",
+    "default_reward": "env",
+    "ShopUnavailableError": "errors",
+    "Clickable": "pages",
+    "Form": "pages",
+    "Page": "pages",
+    "parse_page": "pages",
+    "ShopAddress": "service",
+    "ShopClient": "service",
+    "ShopServer": "service",
+    "ShopService": "service",
+}
+"""Each public name and the module it lives in (imported on first use)."""
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

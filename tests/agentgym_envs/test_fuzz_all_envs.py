@@ -1,6 +1,6 @@
 """Property, for every registered id: any action text gives a valid step and never raises.
 
-Parametrized over :data:`agentgym_envs.registration.ENV_SPECS`, so a newly registered environment is
+Parametrized over :data:`agentgym_envs.registration.SPECS`, so a newly registered environment is
 fuzzed automatically. Every env that runs agent code is made with ``sandbox=<backend>``, once per real
 backend.
 """
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentgym_envs.registration import ENV_SPECS, sandbox_kwargs
+from agentgym_envs.registration import registered_ids, sandbox_kwargs
 
 INFO_KEYS = {"turn", "tool", "tool_calls", "ok", "latency_s", "infra_error", "format_errors", "task_id"}
 TAGS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>", "</answer>"]
@@ -49,7 +49,7 @@ def made() -> Iterator[dict[tuple[str, str], gym.Env]]:
         env.close()
 
 
-@pytest.mark.parametrize("env_id", sorted(ENV_SPECS))
+@pytest.mark.parametrize("env_id", registered_ids())
 def test_any_action_gives_a_valid_step(env_id: str, backend: str, made: dict[tuple[str, str], gym.Env]) -> None:
     env = made.get((env_id, backend)) or made.setdefault((env_id, backend),
                                                        gym.make(env_id, **sandbox_kwargs(env_id, backend)))

@@ -1,0 +1,54 @@
+"""DataAnalysis-v0's spec: questions about data files, answered with ``python`` and ``sql`` in a sandbox."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentgym_envs.spec import (
+    PYTHON_LOAD_ACTION,
+    PYTHON_SPIN_ACTION,
+    SANDBOX_FAULTS,
+    EnvSpec,
+    ProbeSettings,
+    StressProfile,
+    sandboxed,
+)
+
+
+def oracle(seed: int):
+    """The reference oracle: runs the task's reference analysis, answers its fields."""
+    from agentgym_envs.policies.data_analysis_oracle import DataAnalysisOraclePolicy
+
+    return DataAnalysisOraclePolicy()
+
+
+def random(seed: int):
+    """Random python and sql calls, then a made-up answer in the task's format."""
+    from agentgym_envs.policies.data_analysis_oracle import DataAnalysisRandomPolicy
+
+    return DataAnalysisRandomPolicy(seed=seed)
+
+
+def probes(settings: ProbeSettings) -> Sequence[Any]:
+    """DataAnalysis's reward-hacking probes (:mod:`agentgym_envs.data_analysis.probes`)."""
+    from agentgym_envs.data_analysis.probes import run_probes
+
+    return run_probes(settings)
+
+
+SPEC = EnvSpec(
+    id="agentrl/DataAnalysis-v0",
+    entry_point="agentgym_envs.data_analysis:DataAnalysisEnv",
+    max_episode_steps=20,  # DA-Code's and DSBench's step limit
+    aliases=("data",),
+    oracle=oracle,
+    oracle_sees_reference=True,
+    random=random,
+    # the oracle imports pandas and pyarrow, which do not load under 512 MB of address space (the kernel's rlimit)
+    stress=StressProfile(kwargs=sandboxed, load_action=PYTHON_LOAD_ACTION, spin_action=PYTHON_SPIN_ACTION,
+                         faults=SANDBOX_FAULTS, memory_mb=1024),
+    probes=probes,
+    description="Questions about CSV/JSON/Excel/SQLite files, answered with python and sql in a sandbox.",
+)
+"""DataAnalysis-v0's spec."""

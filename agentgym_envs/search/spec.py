@@ -1,0 +1,35 @@
+"""Search-v0's spec: BM25 search over a corpus, its tools-only oracle, exact-match and judge probes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentgym_envs.spec import EnvSpec, ProbeSettings, StressProfile
+
+
+def oracle(seed: int):
+    """The tools-only search oracle (searches, reads pages, answers from what it read)."""
+    from agentgym_envs.policies.search_oracle import SearchOraclePolicy
+
+    return SearchOraclePolicy()
+
+
+def probes(settings: ProbeSettings) -> Sequence[Any]:
+    """Search's reward-hacking probes (:mod:`agentgym_envs.search.probes`)."""
+    from agentgym_envs.search.probes import run_probes
+
+    return run_probes(settings)
+
+
+SPEC = EnvSpec(
+    id="agentrl/Search-v0",
+    entry_point="agentgym_envs.search:SearchEnv",
+    max_episode_steps=10,
+    aliases=("search",),
+    oracle=oracle,
+    stress=StressProfile(),
+    probes=probes,
+    description="Answer a question by searching and reading a corpus (BM25); exact match or an LLM judge.",
+)
+"""Search-v0's spec."""

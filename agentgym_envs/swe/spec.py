@@ -1,0 +1,59 @@
+"""SWE-v0's spec: repository repair in a sandbox, judged by the repository's tests."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from agentgym_envs.actions import tool_call_action
+from agentgym_envs.spec import SANDBOX_FAULTS, EnvSpec, ProbeSettings, StressProfile, StressSettings
+from agentgym_envs.swe.limits import CELL_GRACE_S, SWE_SANDBOX_LIMITS
+
+
+def oracle(seed: int):
+    """The reference oracle: applies the task's reference fix through the tools and submits."""
+    from agentgym_envs.policies.swe_oracle import SWEOraclePolicy
+
+    return SWEOraclePolicy()
+
+
+def random(seed: int):
+    """Random shell commands, then a submit."""
+    from agentgym_envs.policies.swe_oracle import SWERandomPolicy
+
+    return SWERandomPolicy(seed=seed)
+
+
+def stress_kwargs(settings: StressSettings) -> dict[str, Any]:
+    """SWE-v0's own limits (disk, pids, output room) with the run's time and memory, and a ``bash`` time limit of
+    the run's ``timeout_s`` (so that the ``timeout`` fault's runaway command ends as soon)."""
+    limits = dataclasses.replace(SWE_SANDBOX_LIMITS, timeout_s=settings.limits.timeout_s,
+                                 memory_mb=settings.limits.memory_mb)
+    return {"split": settings.split, "sandbox": settings.backend, "sandbox_limits": limits,
+            "bash_timeout_s": settings.limits.timeout_s}
+
+
+def probes(settings: ProbeSettings) -> Sequence[Any]:
+    """SWE's reward-hacking probes (:mod:`agentgym_envs.swe.probes`)."""
+    from agentgym_envs.swe.probes import run_probes
+
+    return run_probes(settings)
+
+
+SPEC = EnvSpec(
+    id="agentrl/SWE-v0",
+    entry_point="agentgym_envs.swe:SWEEnv",
+    max_episode_steps=30,  # one-module bugs in small repositories; SWE-bench agents get 40-100 on whole repos
+    aliases=("swe",),
+    oracle=oracle,
+    oracle_sees_reference=True,
+    random=random,
+    # SWE-v0 has no python tool: bash runs the load call and the runaway command in the repository
+    stress=StressProfile(kwargs=stress_kwargs, load_action=tool_call_action("bash", command="true"),
+                         spin_action=tool_call_action("bash", command="while :; do :; done"),
+                         cell_grace_s=CELL_GRACE_S, faults=SANDBOX_FAULTS, memory_mb=SWE_SANDBOX_LIMITS.memory_mb),
+    probes=probes,
+    description="Repair a repository so that its failing tests pass (FAIL_TO_PASS and PASS_TO_PASS), in a sandbox.",
+)
+"""SWE-v0's spec."""
