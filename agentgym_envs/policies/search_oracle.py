@@ -1,7 +1,8 @@
 """A tools-only oracle for Search-v0: reads the question, then the articles, hop by hop.
 
-The oracle knows how the bundled questions are worded and how the articles phrase their facts (it
-has read the style guide), but it learns every fact through the tools: it is given nothing but the
+The oracle knows how the bundled questions are worded (it parses them with the generator's own templates,
+:mod:`tasks.search.phrasing`) and how the articles phrase their facts (it has read the style guide), but it
+learns every fact through the tools: it is given nothing but the
 question text. For each hop it searches for the entity it has reached, picks the result whose title
 is exactly that entity's name (so "Mara Velt (painter)" is never read for "Mara Velt (poet)", nor
 "Bitter Mirrors" for "The Bitter Mirror"), reads the wanted fact from the snippet, or else opens the
@@ -20,123 +21,39 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentgym_envs.policies.base import answer_action
 from tasks import Task
+from tasks.search.phrasing import (
+    ATTENDANCE_NOUN,
+    ATTRIBUTE_QUESTIONS,
+    COMPARISON_QUESTIONS,
+    DEFAULT_ATTENDANCE_NOUN,
+    ENTITY_QUESTIONS,
+    RELATION_PHRASES,
+    WORK_FIRST_VERB,
+)
+from tasks.search.world import ORGANIZATION_KINDS, PLACE_KINDS, REGION_KINDS
 
 # --- what the question asks ---------------------------------------------------------------------
 
-_KIND = (r"(?:city|town|village|province|county|district|university|publishing house|record label|film studio"
-         r"|museum|opera company|learned society|trading company|organization)")
-_NOUN = "(?:visitors|delegates|entrants|people)"
-
-# Noun phrases along a relation, keyed by relation, then by what the inner phrase {x} names (words a search for
-# it may add: "the director of {x}" names a film); "" where the wording does not tell.
-_RELATION_PHRASES: dict[str, dict[str, tuple[str, ...]]] = {
-    "born_in": {"": ("the birthplace of {x}", "the {k} where {x} was born")},
-    "educated_at": {"": ("the alma mater of {x}", "the university attended by {x}")},
-    "member_of": {"": ("the {k} of which {x} was a member", "the {k} that {x} belonged to")},
-    "founded_by": {"": ("the founder of {x}", "the person who founded {x}")},
-    "headquartered_in": {"": ("the home {k} of {x}", "the {k} that is home to {x}")},
-    "located_in": {"": ("the {k} containing {x}", "the {k} that includes {x}")},
-    "capital": {"": ("the capital of {x}", "the capital {k} of {x}")},
-    "created_by": {
-        "novel poetry collection": ("the author of {x}",), "novel": ("the novelist who wrote {x}",),
-        "poetry collection": ("the poet who wrote {x}",),
-        "film": ("the director of {x}", "the person who directed {x}"),
-        "album": ("the musician who recorded {x}", "the artist behind the album {x}"),
-        "painting": ("the painter of {x}", "the artist who painted {x}"),
-        "opera": ("the composer of {x}", "the person who composed {x}"),
-    },
-    "published_by": {
-        "novel poetry collection": ("the publisher of {x}", "the publishing house that published {x}"),
-        "film": ("the studio that produced {x}", "the film studio behind {x}"),
-        "album": ("the label that released {x}", "the record label that released {x}"),
-        "painting": ("the museum that holds {x}", "the museum that owns {x}"),
-        "opera": ("the company that premiered {x}", "the opera company that premiered {x}"),
-    },
-    "held_in": {"": ("the {k} that hosted {x}", "the host {k} of {x}")},
-    "organized_by": {"": ("the organizer of {x}", "the organization that organized {x}")},
-}
-
-# Questions whose answer is the entity a relation of the subject {s} points to (keyed as above, by what {s} names).
-_ENTITY_QUESTIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    "born_in": {"": ("Where was {s} born?", "In which {k} was {s} born?", "What is the birthplace of {s}?")},
-    "educated_at": {"": ("Where did {s} study?", "Which university did {s} attend?", "What is the alma mater of {s}?")},
-    "member_of": {"": ("Which organization was {s} a member of?", "Of which {k} was {s} a member?")},
-    "founded_by": {"": ("Who founded {s}?", "Who was the founder of {s}?")},
-    "headquartered_in": {"": ("Where is {s} based?", "In which {k} is {s} headquartered?",
-                              "What is the home {k} of {s}?")},
-    "located_in": {"": ("In which {k} is {s}?", "Which {k} is {s} located in?")},
-    "capital": {"": ("What is the capital of {s}?", "Which {k} is the capital of {s}?")},
-    "created_by": {
-        "novel poetry collection": ("Who wrote {s}?",), "novel": ("Who is the author of {s}?",),
-        "poetry collection": ("Which poet wrote {s}?",), "film": ("Who directed {s}?", "Who was the director of {s}?"),
-        "album": ("Who recorded {s}?", "Which musician recorded {s}?"),
-        "painting": ("Who painted {s}?", "Which artist painted {s}?"),
-        "opera": ("Who composed {s}?", "Who wrote the music of {s}?"),
-    },
-    "published_by": {
-        "novel poetry collection": ("Which publisher published {s}?", "Who published {s}?"),
-        "film": ("Which studio produced {s}?", "Which film studio made {s}?"),
-        "album": ("Which label released {s}?", "On which record label was {s} released?"),
-        "painting": ("Which museum holds {s}?", "In which museum's collection is {s}?"),
-        "opera": ("Which company premiered {s}?", "Which opera company gave the premiere of {s}?"),
-    },
-    "held_in": {"": ("Where was {s} held?", "In which {k} did {s} take place?", "Which {k} hosted {s}?")},
-    "organized_by": {"": ("Who organized {s}?", "Which organization organized {s}?")},
-}
-
-# Questions asking an attribute of the subject {s} (keyed as above).
-_ATTRIBUTE_QUESTIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    "birth_year": {"": ("In what year was {s} born?", "What is the birth year of {s}?", "When was {s} born?")},
-    "death_year": {"": ("In what year did {s} die?", "When did {s} die?", "What is the year of death of {s}?")},
-    "occupation": {"": ("What was the occupation of {s}?", "What did {s} do for a living?")},
-    "founding_year": {"": ("In what year was {s} founded?", "When was {s} founded?",
-                           "What is the founding year of {s}?")},
-    "population": {"": ("What is the population of {s}?", "How many people live in {s}?")},
-    "elevation_m": {"": ("What is the elevation in metres of {s}?", "How many metres above sea level is {s}?")},
-    "area_km2": {"": ("What is the area in square kilometres of {s}?", "How many square kilometres does {s} cover?",
-                      "What is the area, in km², of {s}?")},
-    "year": {
-        "novel poetry collection": ("In what year was {s} first published?", "When was {s} first published?"),
-        "film album": ("In what year was {s} first released?", "When was {s} first released?"),
-        "painting": ("In what year was {s} first completed?", "When was {s} first completed?"),
-        "opera": ("In what year was {s} first performed?", "When was {s} first performed?"),
-        "": ("In what year did {s} take place?", "When was {s} held?", "In what year was {s}?"),
-    },
-    "genre": {"": ("What genre is {s}?", "To which genre does {s} belong?")},
-    "attendance": {"": ("How many {n} attended {s}?", "What was the number of {n} at {s}?")},
-}
-
-# Comparisons of the sides {a} and {b}, keyed by (attribute, "min" | "max").
-_COMPARISON_QUESTIONS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("birth_year", "min"): ("Who was born first, {a} or {b}?", "Which of {a} and {b} was born earlier?"),
-    ("birth_year", "max"): ("Who was born later, {a} or {b}?", "Which of {a} and {b} was born more recently?"),
-    ("death_year", "min"): ("Who died first, {a} or {b}?", "Which of {a} and {b} died earlier?"),
-    ("death_year", "max"): ("Who died later, {a} or {b}?",),
-    ("founding_year", "min"): ("Which was founded first, {a} or {b}?",),
-    ("founding_year", "max"): ("Which was founded more recently, {a} or {b}?",),
-    ("start_year", "min"): ("Which is older, {a} or {b}?",),
-    ("population", "max"): ("Which has the larger population, {a} or {b}?", "Which is more populous, {a} or {b}?"),
-    ("population", "min"): ("Which has the smaller population, {a} or {b}?",),
-    ("elevation_m", "max"): ("Which lies at a higher elevation, {a} or {b}?",),
-    ("elevation_m", "min"): ("Which lies at a lower elevation, {a} or {b}?",),
-    ("area_km2", "max"): ("Which covers a larger area, {a} or {b}?",),
-    ("area_km2", "min"): ("Which is smaller in area, {a} or {b}?",),
-    ("year", "min"): ("Which came out first, {a} or {b}?", "Which took place first, {a} or {b}?"),
-    ("year", "max"): ("Which came out later, {a} or {b}?", "Which took place later, {a} or {b}?"),
-    ("attendance", "max"): ("Which drew more attendees, {a} or {b}?",),
-    ("attendance", "min"): ("Which drew fewer attendees, {a} or {b}?",),
-}
+_KIND = "(?:" + "|".join(map(re.escape, (*PLACE_KINDS, *REGION_KINDS, *ORGANIZATION_KINDS))) + ")"
+_NOUN = "(?:" + "|".join(map(re.escape, sorted({*ATTENDANCE_NOUN.values(), DEFAULT_ATTENDANCE_NOUN}))) + ")"
+_EITHER_ATTRIBUTE = {frozenset({"founding_year", "year"}): "start_year"}
+"""Attributes that one comparison's wording serves alike ("Which is older, {a} or {b}?" of organizations, places
+and works), as the fact the oracle then reads: whichever of them the article states."""
 
 
 @dataclass(frozen=True)
 class _Template:
-    """One compiled template: what it asks (a relation, an attribute, or an attribute and a preference)."""
+    """One compiled template: what it asks (a relation, an attribute, or an attribute and a preference).
+
+    ``cue`` is what the wording tells of the entity it names, as words a search may add: the work kinds a
+    template is used for ("novel poetry collection" for "the author of {x}"), or "" when it serves any kind.
+    """
 
     key: Any
     cue: str
@@ -145,25 +62,61 @@ class _Template:
 
 
 def _compile(template: str) -> re.Pattern[str]:
-    """A template with ``{x}``/``{s}``/``{k}``/``{n}`` slots (and ``{a} or {b}``) as a full-match pattern."""
-    slots = {"x": "(?P<x>.+)", "s": "(?P<s>.+)", "k": _KIND, "n": _NOUN, "p": "(?P<pair>.+)"}
-    parts = re.split(r"(\{[a-z]\})", re.sub(r"\{a\} (?:or|and) \{b\}", "{p}", template))
-    return re.compile("".join(slots[part[1]] if re.fullmatch(r"\{[a-z]\}", part) else re.escape(part)
+    """A template with ``{x}``/``{s}``/``{tk}``/``{noun}`` slots (and ``{a} or {b}``) as a full-match pattern."""
+    slots = {"x": "(?P<x>.+)", "s": "(?P<s>.+)", "tk": _KIND, "noun": _NOUN, "p": "(?P<pair>.+)"}
+    parts = re.split(r"(\{[a-z]+\})", re.sub(r"\{a\} (?:or|and) \{b\}", "{p}", template))
+    return re.compile("".join(slots[part[1:-1]] if re.fullmatch(r"\{[a-z]+\}", part) else re.escape(part)
                               for part in parts))
 
 
-def _templates(table: Mapping[Any, Mapping[str, tuple[str, ...]]]) -> list[_Template]:
-    """Every template of ``table``, the most literal text first: "When was {s} born?" must be tried before
-    the bare "In what year was {s}?" reads "X born" as a name."""
-    rows = [_Template(key, cue, text, _compile(text))
-            for key, by_cue in table.items() for cue, texts in by_cue.items() for text in texts]
-    return sorted(rows, key=lambda row: -len(re.sub(r"\{[a-z]\}", "", row.text)))
+def _templates(rows: Iterable[tuple[Any, str, str]]) -> list[_Template]:
+    """One template per distinct ``(key, text)`` of ``rows`` (key, kind or ``"*"``, text), its cue the kinds it
+    serves, the most literal text first: "When was {s} born?" must be tried before the bare "In what year was
+    {s}?" reads "X born" as a name."""
+    kinds: dict[tuple[Any, str], list[str]] = {}
+    for key, kind, text in rows:
+        kinds.setdefault((key, text), []).append(kind)
+    templates = [_Template(key, " ".join(kind for kind in cue if kind != "*"), text, _compile(text))
+                 for (key, text), cue in kinds.items()]
+    return sorted(templates, key=lambda template: -len(re.sub(r"\{[a-z]+\}", "", template.text)))
 
 
-_PHRASES = _templates(_RELATION_PHRASES)
-_ENTITY_PATTERNS = _templates(_ENTITY_QUESTIONS)
-_ATTRIBUTE_PATTERNS = _templates(_ATTRIBUTE_QUESTIONS)
-_COMPARISON_PATTERNS = _templates({key: {"": texts} for key, texts in _COMPARISON_QUESTIONS.items()})
+def _by_kind(table: Mapping[str, Mapping[str, tuple[str, ...]]]) -> Iterator[tuple[str, str, str]]:
+    """``(relation, kind, text)`` of a table of :mod:`tasks.search.phrasing` keyed by relation, then kind."""
+    return ((relation, kind, text) for relation, by_kind in table.items() for kind, texts in by_kind.items()
+            for text in texts)
+
+
+def _attribute_rows() -> Iterator[tuple[str, str, str]]:
+    """``(attribute, kind, text)`` of every attribute question, ``{v}`` spelt out for each work kind."""
+    for (_, attribute), texts in ATTRIBUTE_QUESTIONS.items():
+        for text in texts:
+            if "{v}" in text:
+                yield from ((attribute, kind, text.replace("{v}", verb)) for kind, verb in WORK_FIRST_VERB.items())
+            else:
+                yield attribute, "*", text
+
+
+def _comparison_templates() -> list[_Template]:
+    """The comparison templates, keyed ``(attribute, prefer)``; a text that several attributes share is keyed by
+    the fact that reads either (:data:`_EITHER_ATTRIBUTE`)."""
+    keys: dict[str, set[tuple[str, str]]] = {}
+    for (_, attribute, prefer), texts in COMPARISON_QUESTIONS.items():
+        for text in texts:
+            keys.setdefault(text, set()).add((attribute, prefer))
+    rows = []
+    for text, pairs in keys.items():
+        attributes = frozenset(attribute for attribute, _ in pairs)
+        attribute = next(iter(attributes)) if len(attributes) == 1 else _EITHER_ATTRIBUTE[attributes]
+        (prefer,) = {prefer for _, prefer in pairs}
+        rows.append(((attribute, prefer), "*", text))
+    return _templates(rows)
+
+
+_PHRASES = _templates(_by_kind(RELATION_PHRASES))
+_ENTITY_PATTERNS = _templates(_by_kind(ENTITY_QUESTIONS))
+_ATTRIBUTE_PATTERNS = _templates(_attribute_rows())
+_COMPARISON_PATTERNS = _comparison_templates()
 _NAME = re.compile(r"(?:the )?[A-Z0-9]")
 
 

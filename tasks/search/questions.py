@@ -35,10 +35,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tasks.records import Task
-from tasks.search._phrasing import (
+from tasks.search._text import capitalize_first, contains_phrase, format_number, normalize_text, sub_rng
+from tasks.search.phrasing import (
     ATTENDANCE_NOUN,
     ATTRIBUTE_QUESTIONS,
     COMPARISON_QUESTIONS,
+    DEFAULT_ATTENDANCE_NOUN,
+    DEFAULT_FIRST_VERB,
     ENTITY_QUESTIONS,
     OCCUPATION_ALIASES,
     RELATION_PHRASES,
@@ -46,7 +49,6 @@ from tasks.search._phrasing import (
     by_kind,
     ending_with_subject,
 )
-from tasks.search._text import capitalize_first, contains_phrase, format_number, normalize_text, sub_rng
 from tasks.search.world import Entity, World
 
 QUESTIONS_VERSION = 1
@@ -433,8 +435,9 @@ class QuestionGenerator:
             end = world.entity(path[-1])
             templates = ATTRIBUTE_QUESTIONS[(end.type, query.attribute)]
             template = rng.choice(ending_with_subject(templates, "{s}?") if relations else templates)
-            text = template.format(s=self.phrase(rng, path, relations), v=WORK_FIRST_VERB.get(end.kind, "released"),
-                                   noun=ATTENDANCE_NOUN.get(end.kind, "people"))
+            text = template.format(s=self.phrase(rng, path, relations),
+                                   v=WORK_FIRST_VERB.get(end.kind, DEFAULT_FIRST_VERB),
+                                   noun=ATTENDANCE_NOUN.get(end.kind, DEFAULT_ATTENDANCE_NOUN))
             support = (tuple(path),)
             aliases = value_gold(end, query.attribute)[1]
         return Question(query, capitalize_first(text), answer, aliases, answer_entity, support)

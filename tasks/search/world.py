@@ -41,8 +41,8 @@ from typing import Any
 
 from tasks.errors import UnknownTaskError, did_you_mean
 from tasks.search import _names
-from tasks.search._phrasing import VOCABULARY
 from tasks.search._text import normalize_text, sub_rng
+from tasks.search.phrasing import VOCABULARY
 
 GENERATOR_VERSION = 1
 """Bump whenever a change alters any generated world (the bundled corpus records it)."""

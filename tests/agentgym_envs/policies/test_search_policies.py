@@ -23,6 +23,14 @@ from agentgym_envs.runner import Episode
 from agentgym_envs.search import SearchEnv
 from tasks import Document, Task, load_split
 from tasks.search.bundled import load_corpus, load_world
+from tasks.search.phrasing import (
+    ATTRIBUTE_QUESTIONS,
+    COMPARISON_QUESTIONS,
+    DEFAULT_ATTENDANCE_NOUN,
+    ENTITY_QUESTIONS,
+    RELATION_PHRASES,
+    WORK_FIRST_VERB,
+)
 
 TURN_LIMIT = 10  # Search-v0's max_episode_steps
 
@@ -140,6 +148,46 @@ def test_oracle_answers_from_an_edited_article(edit: str, test_tasks: list[Task]
 ])
 def test_parse_question(question: str, plan: Plan) -> None:
     assert parse_question(question) == plan
+
+
+def _every_template() -> Iterator[tuple[str, Plan]]:
+    """A question from every template of :mod:`tasks.search.phrasing` (the generator's), and the plan it asks."""
+    name, other = "Mara Velt", "Joss Arden"
+    for relation, by_kind in ENTITY_QUESTIONS.items():
+        for kind, texts in by_kind.items():
+            for text in texts:
+                yield text.format(s=name, tk="town"), Plan((Chain(name, (relation,), _cue(kind)),))
+    for relation, by_kind in RELATION_PHRASES.items():
+        for kind, texts in by_kind.items():
+            for text in texts:
+                phrase = text.format(x=name, tk="town")
+                yield f"Who founded {phrase}?", Plan((Chain(name, (relation, "founded_by"), _cue(kind)),))
+    for (_, attribute), texts in ATTRIBUTE_QUESTIONS.items():
+        for text in texts:
+            for kind in WORK_FIRST_VERB if "{v}" in text else ("*",):
+                question = text.format(s=name, v=WORK_FIRST_VERB.get(kind), noun=DEFAULT_ATTENDANCE_NOUN)
+                yield question, Plan((Chain(name, (), _cue(kind)),), attribute)
+    for (_, attribute, prefer), texts in COMPARISON_QUESTIONS.items():
+        for text in texts:
+            yield text.format(a=name, b=other), Plan((Chain(name), Chain(other)), attribute, prefer)
+
+
+def _cue(kind: str) -> str:
+    return "" if kind == "*" else kind
+
+
+@pytest.mark.parametrize(("question", "plan"), list(_every_template()), ids=lambda value: str(value)[:60])
+def test_the_oracle_parses_every_template_the_generator_words_questions_with(question: str, plan: Plan) -> None:
+    parsed = parse_question(question)
+    assert [(chain.start, chain.relations) for chain in parsed.chains] == \
+        [(chain.start, chain.relations) for chain in plan.chains]
+    for expected, got in zip(plan.chains, parsed.chains, strict=True):
+        # a cue names every work kind that shares the wording ("novel poetry collection")
+        assert expected.cue in got.cue if expected.cue else got.cue == ""
+    assert parsed.prefer == plan.prefer
+    # a comparison that serves founding years and work years alike reads either ("start_year")
+    assert parsed.attribute == plan.attribute or (parsed.attribute == "start_year"
+                                                  and plan.attribute in ("founding_year", "year"))
 
 
 def test_parse_question_rejects_other_wordings() -> None:

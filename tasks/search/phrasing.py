@@ -1,8 +1,12 @@
 """Question wording: noun phrases along relations, attribute questions, entity questions, comparisons.
 
+The one copy of how Search questions are worded: the generator (:mod:`tasks.search.questions`) fills these
+templates, and the tools-only oracle (:mod:`agentgym_envs.policies.search_oracle`) parses questions with them.
+
 Every template is a ``str.format`` pattern. ``{x}`` is the inner noun phrase, ``{s}`` the subject
 of a question, ``{a}``/``{b}`` the two sides of a comparison, ``{tk}`` the kind of the entity
-the phrase denotes ("town", "province"), ``{v}`` a verb that depends on a work's kind.
+the phrase denotes ("town", "province"), ``{v}`` a verb that depends on a work's kind
+(:data:`WORK_FIRST_VERB`), ``{noun}`` who attends an event (:data:`ATTENDANCE_NOUN`).
 """
 
 from __future__ import annotations
@@ -93,8 +97,14 @@ ATTRIBUTE_QUESTIONS: dict[tuple[str, str], tuple[str, ...]] = {
 
 WORK_FIRST_VERB = {"novel": "published", "poetry collection": "published", "film": "released",
                    "album": "released", "painting": "completed", "opera": "performed"}
+"""Work kind -> the verb of ``{v}`` ("When was {s} first published?")."""
+DEFAULT_FIRST_VERB = "released"
+"""``{v}`` for a work of a kind :data:`WORK_FIRST_VERB` does not list."""
 ATTENDANCE_NOUN = {"festival": "visitors", "congress": "delegates", "exhibition": "visitors",
                    "competition": "entrants", "fair": "visitors"}
+"""Event kind -> the noun of ``{noun}`` ("How many delegates attended {s}?")."""
+DEFAULT_ATTENDANCE_NOUN = "people"
+"""``{noun}`` for an event of a kind :data:`ATTENDANCE_NOUN` does not list."""
 
 # Comparisons: (entity type, attribute, "min" or "max") -> templates over {a} and {b}.
 COMPARISON_QUESTIONS: dict[tuple[str, str, str], tuple[str, ...]] = {
