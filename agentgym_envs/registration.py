@@ -22,7 +22,8 @@ BUNDLED_SPECS = ("agentgym_envs.data_analysis.spec", "agentgym_envs.python_sandb
                  "agentgym_envs.swe.spec", "agentgym_envs.webshop.spec")
 """The modules of the bundled envs' specs (each exports ``SPEC``)."""
 SPECS = SpecRegistry()
-"""Every registered spec: the bundled ones and those of installed packages (:data:`~agentgym_envs.spec.ENTRY_POINT_GROUP`)."""
+"""Every registered spec: the bundled ones and those of installed packages
+(:data:`~agentgym_envs.spec.ENTRY_POINT_GROUP`)."""
 
 
 def register_envs() -> None:

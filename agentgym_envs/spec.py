@@ -15,7 +15,7 @@ declares its own in the ``agentrl.envs`` entry-point group; ``import agentgym_en
 
 Everything beyond ``id``, ``entry_point`` and ``max_episode_steps`` is optional: an env with no oracle is
 evaluated with its random policy and models only, one with no stress profile is stressed as a plain env (its
-policy's own tool calls, no faults), one with no probes is skipped by the probes.
+oracle's own tool calls, no faults), one with no probes is skipped by the probes.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ class SharedService(Protocol):
     def sessions(self) -> int | None:
         """Sessions still open on the service (None: it cannot tell); checked once every env closed."""
 
-    def stall(self, seconds: float) -> str:
-        """Make the service stop answering for ``seconds``, then answer again; says what was done."""
+    def stall(self, margin_s: float) -> str:
+        """Make the service stop answering for ``margin_s`` longer than an env waits for it, then answer again
+        (blocking meanwhile); says what was done."""
 
     def restart(self) -> str:
         """Kill the service and start it again where the envs reach it; says what was done."""
@@ -163,9 +164,12 @@ class EnvSpec:
         random: Makes the env's random policy (default: random tool calls and answers).
         service: Starts the service every env of a run shares, from the run's split (None: envs start what they
             need themselves).
-        stress: How the stress harness loads it (None: it is not stressed).
+        stress: How the stress harness loads it (default: the split alone, its oracle's own tool calls, no
+            faults).
         probes: Plays its reward-hacking probes and returns one ``agentgym_envs.probing.EpisodeRecord`` per
             episode (None: it has none).
+        probe_catalogue: Lists its reward-hacking probes (``agentgym_envs.probing.Probe``) without playing them
+            (None: it lists none).
         splits_dir: The folder of its bundled task splits (None: the project's ``tasks/data``).
         description: One line on what the env is, for listings.
     """
@@ -180,8 +184,9 @@ class EnvSpec:
     oracle_deterministic: bool = True
     random: PolicyFactory = random_policy
     service: Callable[[str], SharedService] | None = None
-    stress: StressProfile | None = None
+    stress: StressProfile = StressProfile()
     probes: Callable[[ProbeSettings], Sequence[Any]] | None = None
+    probe_catalogue: Callable[[], Sequence[Any]] | None = None
     splits_dir: Path | None = None
     description: str = ""
 
@@ -302,12 +307,12 @@ def _specs_of(entry: EntryPoint) -> list[EnvSpec]:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
-    "EnvSpec",
     "PYTHON_LOAD_ACTION",
     "PYTHON_SPIN_ACTION",
+    "SANDBOX_FAULTS",
+    "EnvSpec",
     "PolicyFactory",
     "ProbeSettings",
-    "SANDBOX_FAULTS",
     "SharedService",
     "SpecRegistry",
     "StressProfile",

@@ -3,14 +3,13 @@
 For each concurrency level N, N workers each own one environment (so one sandbox) and play scripted
 episodes back to back for ``--duration`` seconds; then every worker finishes its episode and closes
 its env. Setting up the N sandboxes (with bounded parallelism) is timed apart from the measured window.
-On PythonSandbox-v0 and DataAnalysis-v0 each episode makes ``--calls-per-episode`` small ``python`` calls
-(``sum(range(1000))``), then runs the task's reference program and answers (the env's reference oracle); on
-SWE-v0 the load calls are ``bash`` calls ``true``, then the SWE oracle applies the reference fix through the
-editor and submits (the step that runs the task's tests);
-Search-v0 episodes are played by the search oracle, WebShop-v0 episodes by the tools-only shopping
-oracle (a search, item and Features pages, the options, Buy Now). WebShop-v0, like Search-v0, runs no
-agent code: its tools are HTTP requests to one shop server, started for the level and shared by the N
-envs (the shared service of :data:`PROFILES`), then stopped once they closed.
+Any registered env can be stressed: its spec's stress profile (:class:`agentgym_envs.spec.StressProfile`)
+says how. Each episode makes ``--calls-per-episode`` load calls (the profile's ``load_action``: a small
+``python`` call ``sum(range(1000))`` on PythonSandbox-v0 and DataAnalysis-v0, ``bash`` ``true`` on SWE-v0),
+then the env's oracle finishes it (its random policy for an env with no oracle); an env with no load call
+(Search-v0, WebShop-v0, a profile-less third-party env) is played by its oracle alone. An env whose spec names a
+shared service (WebShop-v0's shop server) gets one per level, started before the N envs, shared by them and
+stopped once they closed.
 
 One row per level:
 
@@ -23,15 +22,15 @@ One row per level:
     p50/p95/p99 ms   latency of those tool calls (``info["tool_calls"][i]["latency_s"]``)
     agent err        tool calls that failed by the agent's doing, plus wrong answers
     infra err        tool calls or answers flagged ``infra_error``, plus resets that raised an
-                     infrastructure error (SandboxError, ShopUnavailableError)
+                     infrastructure error (SandboxError, ShopUnavailableError, ...)
     leaks            labelled containers, child processes and open fds left after every env closed,
-                     and sessions left on the shared shop server (its ``/api/health``)
+                     and sessions left on the shared service (the shop server's ``/api/health``)
     ===============  ===============================================================================
 
-Faults (``--faults kill,timeout,stall,daemon-restart`` on PythonSandbox-v0, DataAnalysis-v0 and SWE-v0,
-``shop-stall,shop-restart`` on WebShop-v0) are injected once each per level, spread over the window. A
-worker fault hits a worker in the middle of an episode, just before one of its load calls; a service
-fault (the daemon, the shop server) hits every worker at once:
+Faults (``--faults``, among those the env's stress profile lists: ``kill,timeout,stall,daemon-restart`` on
+PythonSandbox-v0, DataAnalysis-v0 and SWE-v0, ``service-stall,service-restart`` on WebShop-v0) are injected
+once each per level, spread over the window. A worker fault hits a worker in the middle of an episode, just
+before one of its load calls; a service fault (the daemon, the shared service) hits every worker at once:
 
     ===============  ==========================================================  =====================
     fault            what is done                                                expected report
@@ -42,9 +41,11 @@ fault (the daemon, the shop server) hits every worker at once:
     stall            ``docker pause`` of the container (a freeze of the bwrap     ``infra_error``
                      sandbox's cgroup) past the call's hard timeout, then undone
     daemon-restart   dockerd stopped and started again as the project starts it   ``infra_error``
-    shop-stall       SIGSTOP of the shop server past the envs' HTTP timeout       ``infra_error``
-                     (:data:`agentgym_envs.webshop.env.SHOP_TIMEOUT_S`, the envs' default), then SIGCONT
-    shop-restart     SIGKILL of the shop server, started again on the same port   ``infra_error``
+    service-stall    the shared service stops answering past the envs' timeout   ``infra_error``
+                     (the shop server: SIGSTOP past :data:`~agentgym_envs.webshop.env.SHOP_TIMEOUT_S`,
+                     then SIGCONT)
+    service-restart  the shared service killed and started again where the envs  ``infra_error``
+                     reach it (the shop server: SIGKILL, same port)
                      (its sessions, so the episodes in flight, are lost)
     ===============  ==========================================================  =====================
 
@@ -58,9 +59,9 @@ end, so a fault never loses a finished one.
 
 Example:
     python -m benchmarks.stress --env agentrl/PythonSandbox-v0 --concurrency 1,8,64,256 --duration 30
-    python -m benchmarks.stress --concurrency 4 --duration 20 --faults kill,timeout,stall --timeout-s 2
+    python -m benchmarks.stress --env python --concurrency 4 --duration 20 --faults kill,timeout,stall --timeout-s 2
     python -m benchmarks.stress --env agentrl/WebShop-v0 --concurrency 1,8,64 --duration 60 \\
-        --faults shop-stall,shop-restart
+        --faults service-stall,service-restart
     python -m benchmarks.stress --env agentrl/DataAnalysis-v0 --concurrency 1,16,64 --duration 30
     python -m benchmarks.stress --env agentrl/SWE-v0 --concurrency 16 --duration 30
 """
@@ -69,12 +70,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import gc
 import json
 import os
 import platform
-import signal
 import sys
 import threading
 import time
@@ -83,7 +82,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import docker.errors
 import gymnasium as gym
@@ -93,56 +91,27 @@ from rich.console import Console
 from rich.table import Table
 
 import agentgym_envs  # noqa: F401 (registers the agentrl ids)
-from agentgym_envs.errors import SandboxError
-from agentgym_envs.policies import Policy, PythonOraclePolicy, ScriptedAgent, SearchOraclePolicy, tool_call_action
+from agentgym_envs.policies import Policy, ScriptedAgent
 from agentgym_envs.policies.base import prompt_only
-from agentgym_envs.policies.data_analysis_oracle import DataAnalysisOraclePolicy
-from agentgym_envs.policies.swe_oracle import SWEOraclePolicy
-from agentgym_envs.policies.webshop_oracle import WebShopOraclePolicy
-from agentgym_envs.registration import runs_agent_code
+from agentgym_envs.registration import SPECS, env_spec, runs_agent_code
 from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits
 from agentgym_envs.sandbox import system as sandbox_system
 from agentgym_envs.sandbox.kernel_client import HARD_TIMEOUT_GRACE_S
-from agentgym_envs.swe.env import SWE_SANDBOX_LIMITS
-from agentgym_envs.swe.tools import CELL_GRACE_S
-from agentgym_envs.webshop import ShopClient, ShopServer, ShopUnavailableError
-from agentgym_envs.webshop.env import SHOP_TIMEOUT_S
+from agentgym_envs.spec import EnvSpec, SharedService, StressSettings
 from rewards.math import close_verifier_workers
 from tasks import InfrastructureError, Task
 
-PYTHON_ENV = "agentrl/PythonSandbox-v0"
-SEARCH_ENV = "agentrl/Search-v0"
-WEBSHOP_ENV = "agentrl/WebShop-v0"
-DATA_ENV = "agentrl/DataAnalysis-v0"
-SWE_ENV = "agentrl/SWE-v0"
-LOAD_ACTION = tool_call_action("python", code="sum(range(1000))")
-"""The small tool call a load episode repeats."""
-
-SPIN_ACTION = tool_call_action("python", code="while True:\n    pass")
-"""The runaway cell of the ``timeout`` fault."""
-
-SWE_LOAD_ACTION = tool_call_action("bash", command="true")
-SWE_SPIN_ACTION = tool_call_action("bash", command="while :; do :; done")
-"""SWE-v0's load call and runaway command (it has no ``python`` tool): ``bash`` runs them in the repository."""
-
 WORKER_FAULTS = ("kill", "timeout", "stall")
-SERVICE_FAULTS = ("daemon-restart", "shop-stall", "shop-restart")
+SERVICE_FAULTS = ("daemon-restart", "service-stall", "service-restart")
 """Faults of a service every worker uses: injected once for all of them, by the injector itself."""
 FAULTS = (*WORKER_FAULTS, *SERVICE_FAULTS)
 EXPECTED_REPORT = {"kill": "infra_error", "timeout": "agent error", "stall": "infra_error",
-                   "daemon-restart": "infra_error", "shop-stall": "infra_error", "shop-restart": "infra_error"}
+                   "daemon-restart": "infra_error", "service-stall": "infra_error", "service-restart": "infra_error"}
 """How the environment must report each fault."""
-SANDBOX_FAULTS = ("kill", "timeout", "stall", "daemon-restart")
-ENV_FAULTS = {PYTHON_ENV: SANDBOX_FAULTS, DATA_ENV: SANDBOX_FAULTS, SWE_ENV: SANDBOX_FAULTS, SEARCH_ENV: (),
-              WEBSHOP_ENV: ("shop-stall", "shop-restart")}
-"""The faults that each env has something to inject into (Search-v0 has no sandbox and no server process)."""
 
 DEFAULT_MEMORY_MB = 256
-MEMORY_MB = {DATA_ENV: 1024, SWE_ENV: SWE_SANDBOX_LIMITS.memory_mb}
-"""Per env, the sandbox memory limit of a run that names none: DataAnalysis-v0's oracle imports pandas and pyarrow,
-which do not load under 512 MB of address space (the kernel's rlimit); SWE-v0 keeps its own default (a test suite
-runs in the sandbox)."""
+"""Sandbox memory of a run that names none, for an env whose stress profile names none."""
 
 DOCKER_ONLY_FAULTS = frozenset({"kill", "daemon-restart"})
 RESET_RETRY_S = 0.5
@@ -159,7 +128,7 @@ class StressConfig:
     """One stress run.
 
     Attributes:
-        env_id: Registered id to stress (PythonSandbox-v0, DataAnalysis-v0, SWE-v0, Search-v0 or WebShop-v0).
+        env_id: Registered id (or alias) of the env to stress; its spec's stress profile says how.
         concurrency: Concurrency levels, run one after the other.
         duration_s: Length of each level's measured window.
         backend: Sandbox backend of the envs that run agent code (``docker`` or ``bwrap``).
@@ -171,7 +140,7 @@ class StressConfig:
         seed: Seed of the task draws and of the fault targets.
     """
 
-    env_id: str = PYTHON_ENV
+    env_id: str
     concurrency: tuple[int, ...] = (1, 8, 64, 256)
     duration_s: float = 30.0
     backend: str = "docker"
@@ -183,8 +152,9 @@ class StressConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.env_id not in ENV_FAULTS:
-            raise ValueError(f"env_id: expected one of {sorted(ENV_FAULTS)}, got {self.env_id!r}")
+        if self.env_id not in SPECS:
+            raise ValueError(f"env_id: expected a registered id or alias among {SPECS.names()}, got {self.env_id!r}")
+        object.__setattr__(self, "env_id", env_spec(self.env_id).id)
         if not self.concurrency or min(self.concurrency) < 1:
             raise ValueError(f"concurrency: expected levels >= 1, got {self.concurrency}")
         if self.duration_s <= 0 or self.setup_parallelism < 1 or self.calls_per_episode < 1:
@@ -193,12 +163,23 @@ class StressConfig:
         unknown = set(self.faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"faults: expected a subset of {FAULTS}, got {sorted(unknown)}")
-        foreign = sorted(set(self.faults) - set(ENV_FAULTS[self.env_id]))
+        takes = self.spec.stress.faults
+        foreign = sorted(set(self.faults) - set(takes))
         if foreign:
-            raise ValueError(f"faults: {self.env_id} takes faults among {ENV_FAULTS[self.env_id]}, got {foreign}")
+            raise ValueError(f"faults: {self.env_id} takes faults among {takes} (its spec's stress profile), got "
+                             f"{foreign}")
         if self.backend != "docker" and DOCKER_ONLY_FAULTS & set(self.faults):
             raise ValueError(f"faults {sorted(DOCKER_ONLY_FAULTS & set(self.faults))} need backend='docker', "
                              f"got {self.backend!r}")
+
+    @property
+    def spec(self) -> EnvSpec:
+        """The spec of the env stressed."""
+        return env_spec(self.env_id)
+
+    def settings(self) -> StressSettings:
+        """What every env of the run is asked for (its stress profile turns this into keyword arguments)."""
+        return StressSettings(split=self.split, backend=self.backend, limits=self.limits)
 
 
 # ----------------------------------------------------------------------------------------- records
@@ -302,7 +283,7 @@ class Leaks:
         processes: ``"pid name"`` of child processes left.
         fds: Open descriptors of this process, after minus before.
         rss_mb: Resident memory of this process, after minus before (reported, not a leak by itself).
-        sessions: Sessions left on the level's shop server once every env closed (WebShop-v0); None when the
+        sessions: Sessions left on the level's shared service once every env closed (the shop server); None when the
             server did not answer (counted as a leak: nothing shows that the sessions are gone).
     """
 
@@ -314,7 +295,7 @@ class Leaks:
 
     @property
     def any(self) -> bool:
-        """True when a container, a process, a descriptor or a shop session leaked."""
+        """True when a container, a process, a descriptor or a service session leaked."""
         return bool(self.containers or self.processes or self.fds > 0 or self.sessions != 0)
 
 
@@ -414,12 +395,12 @@ class LoadPolicy:
     Args:
         calls: Load calls per episode.
         oracle: The env's reference oracle, which ends each episode.
-        load_action: The load call (:data:`LOAD_ACTION`, a small ``python`` call, by default).
+        load_action: The load call (the env's stress profile's).
     """
 
     name = "load"
 
-    def __init__(self, calls: int, oracle: Policy, load_action: str = LOAD_ACTION) -> None:
+    def __init__(self, calls: int, oracle: Policy, load_action: str) -> None:
         self.calls = calls
         self.load_action = load_action
         self._oracle = oracle
@@ -438,119 +419,13 @@ class LoadPolicy:
         return self._oracle.act(observation, info)
 
 
-class SharedShop:
-    """The shop server that every WebShop-v0 env of a level shares: started before the envs, stopped after.
-
-    Its port is kept from the first start, so that a restarted server answers at the URL the envs hold.
-
-    Args:
-        config: The run's configuration (the split's tasks name the catalogue to serve).
-    """
-
-    def __init__(self, config: StressConfig) -> None:
-        env = gym.make(WEBSHOP_ENV, split=config.split)  # reads the tasks' catalogue; starts no server
-        self.server = ShopServer(env.unwrapped.catalogue)
-        env.close()
-        self.url = self.server.start()
-        self.server.port = urlsplit(self.url).port or 0
-
-    def env_kwargs(self) -> dict[str, Any]:
-        """What an env needs to use this server (its URL)."""
-        return {"server": self.url}
-
-    def sessions(self) -> int:
-        """Live sessions on the server (``GET /api/health``)."""
-        with ShopClient(self.url) as client:
-            return int(client.health()["sessions"])
-
-    def stall(self, seconds: float) -> str:
-        """SIGSTOP the server for ``seconds``, then SIGCONT it (blocks meanwhile)."""
-        pid = self._pid()
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(seconds)
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        return f"stopped the shop server (pid {pid}) for {seconds:g} s"
-
-    def restart(self, wait_s: float = 10.0) -> str:
-        """SIGKILL the server and start it again on the same port (its sessions are lost).
-
-        Raises:
-            RuntimeError: The killed process was still there after ``wait_s``.
-        """
-        pid, killed = self._pid(), time.perf_counter()
-        os.kill(pid, signal.SIGKILL)
-        while self.server.alive():  # start() would take a dying server for a running one
-            if time.perf_counter() - killed > wait_s:
-                raise RuntimeError(f"shop-restart: expected pid {pid} gone after SIGKILL, got it alive {wait_s} s on")
-            time.sleep(0.01)
-        self.server.start()
-        return (f"killed the shop server (pid {pid}); pid {self.server.pid} answered at the same URL after "
-                f"{time.perf_counter() - killed:.1f} s")
-
-    def close(self) -> None:
-        """Stop the server (idempotent)."""
-        self.server.stop()
-
-    def _pid(self) -> int:
-        pid = self.server.pid
-        if pid is None:
-            raise RuntimeError("shop fault: expected a running shop server, got none")
-        return pid
-
-
-@dataclass(frozen=True)
-class EnvProfile:
-    """How to stress one env id: its constructor arguments, its policy, what the policy may see, the service
-    its envs share (started once per level; its ``env_kwargs()`` join every env's arguments), its load call, the
-    runaway call of the ``timeout`` fault, and how much longer than ``limits.timeout_s`` a load call's cell may
-    take (a ``stall`` fault outlasts that)."""
-
-    make_kwargs: Callable[[StressConfig], dict[str, Any]]
-    make_policy: Callable[[StressConfig], Policy]
-    shown_task: Callable[[Task], Task]
-    service: Callable[[StressConfig], SharedShop] | None = None
-    load_action: str = LOAD_ACTION
-    spin_action: str = SPIN_ACTION
-    cell_grace_s: float = 0.0
-
-
-def swe_kwargs(config: StressConfig) -> dict[str, Any]:
-    """SWE-v0's arguments: its own limits (disk, pids, output room) with the run's time and memory, and a ``bash``
-    time limit of the run's ``timeout_s`` (so that the ``timeout`` fault's runaway command ends as soon)."""
-    limits = dataclasses.replace(SWE_SANDBOX_LIMITS, timeout_s=config.limits.timeout_s,
-                                 memory_mb=config.limits.memory_mb)
-    return {"split": config.split, "sandbox": config.backend, "sandbox_limits": limits,
-            "bash_timeout_s": config.limits.timeout_s}
-
-
-PROFILES: dict[str, EnvProfile] = {
-    PYTHON_ENV: EnvProfile(
-        make_kwargs=lambda c: {"split": c.split, "sandbox": c.backend, "sandbox_limits": c.limits},
-        make_policy=lambda c: LoadPolicy(c.calls_per_episode, PythonOraclePolicy()),
-        shown_task=lambda task: task),
-    DATA_ENV: EnvProfile(
-        make_kwargs=lambda c: {"split": c.split, "sandbox": c.backend, "sandbox_limits": c.limits},
-        make_policy=lambda c: LoadPolicy(c.calls_per_episode, DataAnalysisOraclePolicy()),
-        shown_task=lambda task: task),
-    SWE_ENV: EnvProfile(
-        make_kwargs=swe_kwargs,
-        make_policy=lambda c: LoadPolicy(c.calls_per_episode, SWEOraclePolicy(), SWE_LOAD_ACTION),
-        shown_task=lambda task: task,
-        load_action=SWE_LOAD_ACTION,
-        spin_action=SWE_SPIN_ACTION,
-        cell_grace_s=CELL_GRACE_S),
-    SEARCH_ENV: EnvProfile(
-        make_kwargs=lambda c: {"split": c.split},
-        make_policy=lambda c: SearchOraclePolicy(),
-        shown_task=prompt_only),
-    WEBSHOP_ENV: EnvProfile(
-        make_kwargs=lambda c: {"split": c.split},
-        make_policy=lambda c: WebShopOraclePolicy(),
-        shown_task=prompt_only,
-        service=SharedShop),
-}
+def stress_policy(config: StressConfig, seed: int) -> Policy:
+    """The policy of one worker: ``calls_per_episode`` load calls, then the env's oracle (its random policy for an
+    env with none); the oracle alone for an env with no load call."""
+    spec = config.spec
+    finisher = (spec.oracle or spec.random)(seed)
+    load_action = spec.stress.load_action
+    return LoadPolicy(config.calls_per_episode, finisher, load_action) if load_action else finisher
 
 
 # ------------------------------------------------------------------------------------------ faults
@@ -651,11 +526,11 @@ class Worker:
     def __init__(self, index: int, config: StressConfig, clock: WindowClock,
                  service_kwargs: Mapping[str, Any]) -> None:
         self.index = index
-        self.profile = PROFILES[config.env_id]
+        self.profile = config.spec.stress
         self.config = config
         self.clock = clock
         self.service_kwargs = dict(service_kwargs)
-        self.policy = self.profile.make_policy(config)
+        self.policy = stress_policy(config, config.seed + index)
         self.rng = np.random.default_rng([config.seed, index])
         self.env: gym.Env | None = None
         self.runner: EpisodeRunner | None = None
@@ -666,10 +541,11 @@ class Worker:
     def start(self) -> None:
         """Make the env and start its sandbox (a first reset), outside the window."""
         try:
-            self.env = gym.make(self.config.env_id, **self.profile.make_kwargs(self.config), **self.service_kwargs)
+            kwargs = {**self.profile.kwargs(self.config.settings()), **self.service_kwargs}
+            self.env = gym.make(self.config.env_id, **kwargs)
             self.runner = EpisodeRunner(EnvPool(lambda _: self.env), workers=1)
             self.env.reset(seed=self.config.seed + self.index)
-        except InfrastructureError as exc:  # no sandbox (SandboxError), no shop (ShopUnavailableError)
+        except InfrastructureError as exc:  # no sandbox (SandboxError), no service (ShopUnavailableError, ...)
             self.setup_error = f"worker {self.index}: {exc}"
 
     def aim(self, fault: FaultRecord) -> bool:
@@ -710,7 +586,7 @@ class Worker:
 
     def apply_pending(self, action: str) -> tuple[FaultRecord | None, str]:
         """Apply the pending fault if ``action`` is a load call; return it and the action to take."""
-        if action != self.profile.load_action:
+        if self.profile.load_action is None or action != self.profile.load_action:
             return None, action
         with self._lock:
             fault, self._pending = self._pending, None
@@ -719,6 +595,7 @@ class Worker:
         fault.injected_s = self.clock()
         if fault.kind == "timeout":
             fault.detail = "load call replaced by a runaway one"
+            assert self.profile.spin_action is not None, "the timeout fault is among the profile's faults"
             return fault, self.profile.spin_action
         sandbox = worker_sandbox(self.env)
         assert sandbox is not None, "a load call runs in a started sandbox"
@@ -745,7 +622,8 @@ class FaultingAgent(ScriptedAgent):
     """
 
     def __init__(self, worker: Worker) -> None:
-        super().__init__(lambda _: worker.policy, shown=worker.profile.shown_task)
+        super().__init__(lambda _: worker.policy,
+                         shown=None if worker.config.spec.oracle_sees_reference else prompt_only)
         self.worker = worker
         self.fault: FaultRecord | None = None
         self.fault_turn = -1
@@ -848,17 +726,17 @@ def with_descendants(pids: set[int]) -> set[int]:
     return found
 
 
-def close_service(shop: SharedShop | None) -> int | None:
-    """Stop the level's shared shop server, once every env closed; return the sessions it still held then (None
-    when it did not answer)."""
-    if shop is None:
+def close_service(service: SharedService | None) -> int | None:
+    """Stop the level's shared service, once every env closed; return the sessions it still held then (None
+    when it did not answer or cannot tell)."""
+    if service is None:
         return 0
     try:
-        return shop.sessions()
-    except ShopUnavailableError:
+        return service.sessions()
+    except InfrastructureError:
         return None
     finally:
-        shop.close()
+        service.close()
 
 
 def start_workers(workers: Sequence[Worker], parallelism: int) -> None:
@@ -888,13 +766,13 @@ class Injector(threading.Thread):
         workers: The level's workers.
         clock: Seconds since the window opened.
         seed: Seed of the choice of workers.
-        shop: The level's shared shop server (WebShop-v0), for the shop faults.
+        service: The level's shared service (the env spec's), for the service faults.
     """
 
     def __init__(self, faults: Sequence[FaultRecord], workers: Sequence[Worker], clock: Callable[[], float],
-                 seed: int, shop: SharedShop | None = None) -> None:
+                 seed: int, service: SharedService | None = None) -> None:
         super().__init__(name="stress-injector", daemon=True)
-        self.faults, self.workers, self.clock, self.shop = faults, workers, clock, shop
+        self.faults, self.workers, self.clock, self.service = faults, workers, clock, service
         self.rng = np.random.default_rng(seed)
         self.stop = threading.Event()
         self.spared_pids: set[int] = set()
@@ -907,7 +785,7 @@ class Injector(threading.Thread):
                 return
             try:
                 self._fire(fault)
-            except (RuntimeError, OSError, psutil.Error, SandboxError, ShopUnavailableError) as exc:
+            except (RuntimeError, OSError, psutil.Error, InfrastructureError) as exc:
                 fault.detail, self.error = f"could not inject: {exc}", f"{fault.kind}: {exc}"
 
     def _fire(self, fault: FaultRecord) -> None:
@@ -927,9 +805,9 @@ class Injector(threading.Thread):
             detail, new_pid = restart_docker_daemon()
             self.spared_pids.add(new_pid)
             return detail
-        if self.shop is None:
-            raise RuntimeError(f"{kind}: expected a shared shop server, got none (env is not {WEBSHOP_ENV})")
-        return self.shop.stall(SHOP_TIMEOUT_S + STALL_MARGIN_S) if kind == "shop-stall" else self.shop.restart()
+        if self.service is None:
+            raise RuntimeError(f"{kind}: expected a shared service, got none (the env's spec names none)")
+        return self.service.stall(STALL_MARGIN_S) if kind == "service-stall" else self.service.restart()
 
 
 def judge_faults(faults: Sequence[FaultRecord], episodes: Sequence[EpisodeRecord]) -> int:
@@ -1022,20 +900,20 @@ def run_level(config: StressConfig, concurrency: int) -> LevelReport:
     before = Snapshot.take(docker_used)
     clock = WindowClock()
     started = time.perf_counter()
-    service = PROFILES[config.env_id].service
-    shop = service(config) if service is not None else None
-    workers = [Worker(i, config, clock, shop.env_kwargs() if shop else {}) for i in range(concurrency)]
+    start_service = config.spec.service
+    service = start_service(config.split) if start_service is not None else None
+    workers = [Worker(i, config, clock, service.env_kwargs() if service else {}) for i in range(concurrency)]
     start_workers(workers, config.setup_parallelism)
     setup_s = time.perf_counter() - started
     ledger, faults = Ledger(), schedule_faults(config)
-    injector = Injector(faults, workers, clock, config.seed, shop)
+    injector = Injector(faults, workers, clock, config.seed, service)
     with watching_memory() as floor:
         clock.open()
         crashes = play_window(workers, config, clock, ledger, injector)
         window_end = clock()
     started = time.perf_counter()
     close_workers(workers)
-    sessions = close_service(shop)
+    sessions = close_service(service)
     teardown_s = time.perf_counter() - started
     setup_errors = [w.setup_error for w in workers if w.setup_error]
     del workers
@@ -1164,7 +1042,8 @@ def write_json(report: Report, path: Path) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stress", description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default=PYTHON_ENV, choices=sorted(PROFILES), help="environment id to stress")
+    parser.add_argument("--env", required=True, choices=SPECS.names(), metavar="ENV",
+                        help=f"registered env id or alias to stress, among {', '.join(SPECS.names())}")
     parser.add_argument("--concurrency", default="1,8,64,256", help="comma-separated concurrency levels")
     parser.add_argument("--duration", type=float, default=30.0, help="measured window per level, in seconds")
     parser.add_argument("--backend", default="docker", choices=("docker", "bwrap"), help="sandbox backend")
@@ -1172,7 +1051,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--faults", default="", help=f"comma-separated faults to inject once per level: {FAULTS}")
     parser.add_argument("--timeout-s", type=float, default=10.0, help="SandboxLimits.timeout_s of each sandbox")
     parser.add_argument("--memory-mb", type=int, default=None,
-                        help="SandboxLimits.memory_mb of each sandbox (default: the env's, see MEMORY_MB)")
+                        help="SandboxLimits.memory_mb of each sandbox (default: the env's stress profile's, else "
+                             f"{DEFAULT_MEMORY_MB})")
     parser.add_argument("--setup-parallelism", type=int, default=8, help="sandboxes started at once in set-up")
     parser.add_argument("--split", default="train", help="task split")
     parser.add_argument("--seed", type=int, default=0, help="seed of task draws and fault targets")
@@ -1188,7 +1068,7 @@ def config_from_args(args: argparse.Namespace) -> StressConfig:
     except ValueError as exc:
         raise SystemExit(f"--concurrency: expected comma-separated integers, got {args.concurrency!r}") from exc
     faults = tuple(name.strip() for name in args.faults.split(",") if name.strip())
-    memory_mb = args.memory_mb if args.memory_mb is not None else MEMORY_MB.get(args.env, DEFAULT_MEMORY_MB)
+    memory_mb = args.memory_mb or env_spec(args.env).stress.memory_mb or DEFAULT_MEMORY_MB
     limits = SandboxLimits(timeout_s=args.timeout_s, memory_mb=memory_mb)
     return StressConfig(env_id=args.env, concurrency=levels, duration_s=args.duration, backend=args.backend,
                         limits=limits, calls_per_episode=args.calls_per_episode, faults=faults,

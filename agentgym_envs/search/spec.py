@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym_envs.spec import EnvSpec, ProbeSettings, StressProfile
+from agentgym_envs.spec import EnvSpec, ProbeSettings
 
 
 def oracle(seed: int):
@@ -22,14 +22,21 @@ def probes(settings: ProbeSettings) -> Sequence[Any]:
     return run_probes(settings)
 
 
+def probe_catalogue() -> Sequence[Any]:
+    """Search's reward-hacking probes, unplayed (:func:`agentgym_envs.search.probes.catalogue`)."""
+    from agentgym_envs.search.probes import catalogue
+
+    return catalogue()
+
+
 SPEC = EnvSpec(
     id="agentrl/Search-v0",
     entry_point="agentgym_envs.search:SearchEnv",
     max_episode_steps=10,
     aliases=("search",),
     oracle=oracle,
-    stress=StressProfile(),
     probes=probes,
+    probe_catalogue=probe_catalogue,
     description="Answer a question by searching and reading a corpus (BM25); exact match or an LLM judge.",
 )
 """Search-v0's spec."""

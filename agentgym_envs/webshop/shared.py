@@ -46,8 +46,12 @@ class SharedShop:
         with ShopClient(self.url) as client:
             return int(client.health()["sessions"])
 
-    def stall(self, seconds: float) -> str:
-        """SIGSTOP the server for ``seconds``, then SIGCONT it (blocks meanwhile)."""
+    def stall(self, margin_s: float) -> str:
+        """SIGSTOP the server for ``margin_s`` longer than an env waits for a reply, then SIGCONT it (blocks
+        meanwhile)."""
+        from agentgym_envs.webshop.env import SHOP_TIMEOUT_S
+
+        seconds = SHOP_TIMEOUT_S + margin_s
         pid = self._pid()
         os.kill(pid, signal.SIGSTOP)
         try:

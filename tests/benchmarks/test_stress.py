@@ -8,22 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from agentgym_envs.registration import env_spec
 from agentgym_envs.sandbox import SandboxLimits
+from agentgym_envs.spec import StressSettings
 from benchmarks.stress import (
-    DATA_ENV,
-    MEMORY_MB,
-    PROFILES,
-    SWE_ENV,
-    SWE_LOAD_ACTION,
-    WEBSHOP_ENV,
     EpisodeRecord,
     FaultRecord,
     StressConfig,
     judge_faults,
     main,
     run_stress,
-    swe_kwargs,
 )
+
+PYTHON_ENV, DATA_ENV, SWE_ENV, WEBSHOP_ENV = ("agentrl/PythonSandbox-v0", "agentrl/DataAnalysis-v0", "agentrl/SWE-v0",
+                                              "agentrl/WebShop-v0")
 
 FAST_LIMITS = SandboxLimits(timeout_s=2.0, memory_mb=256)
 """A 2 s timeout, so that the timeout fault is over in about 4 s and the stall in 5 s."""
@@ -31,7 +29,8 @@ FAST_LIMITS = SandboxLimits(timeout_s=2.0, memory_mb=256)
 
 def test_short_ramp_has_no_infra_errors_and_leaks_nothing(backend: str, tmp_path: Path):
     out = tmp_path / "stress.json"
-    status = main(["--backend", backend, "--concurrency", "1,4", "--duration", "4", "--json", str(out), "--check"])
+    status = main(["--env", "python", "--backend", backend, "--concurrency", "1,4", "--duration", "4",
+                   "--json", str(out), "--check"])
     assert status == 0
 
     report = json.loads(out.read_text())
@@ -56,7 +55,7 @@ def test_data_analysis_ramp_plays_the_oracle_after_load_calls_with_its_memory_de
                  "--calls-per-episode", "2", "--json", str(out), "--check"]) == 0
     report = json.loads(out.read_text())
     (level,) = report["levels"]
-    assert report["limits"]["memory_mb"] == MEMORY_MB[DATA_ENV] and report["backend"] == "bwrap"
+    assert report["limits"]["memory_mb"] == env_spec(DATA_ENV).stress.memory_mb and report["backend"] == "bwrap"
     assert level["episodes"] >= 2 and level["correct"] == level["episodes"]
     assert level["tool_calls"] == 3 * level["episodes"]  # two load calls and the reference program
 
@@ -71,7 +70,7 @@ def test_swe_ramp_runs_bash_load_calls_then_the_oracle_which_resolves_every_task
                  "--calls-per-episode", "2", "--split", "test", "--json", str(out), "--check"]) == 0
     report = json.loads(out.read_text())
     (level,) = report["levels"]
-    assert report["limits"]["memory_mb"] == MEMORY_MB[SWE_ENV] and report["backend"] == "bwrap"
+    assert report["limits"]["memory_mb"] == env_spec(SWE_ENV).stress.memory_mb and report["backend"] == "bwrap"
     assert level["episodes"] >= 2 and level["correct"] == level["episodes"]  # graded resolved: the fix went in
     assert level["infra_errors"] == 0 and level["agent_errors"] == 0
     assert level["tool_calls"] > 3 * level["episodes"]  # two load calls, at least one edit, the submit
@@ -79,14 +78,15 @@ def test_swe_ramp_runs_bash_load_calls_then_the_oracle_which_resolves_every_task
 
 
 def test_swe_profile_keeps_its_limits_and_ends_a_runaway_command_at_the_runs_timeout():
-    config = StressConfig(env_id=SWE_ENV, backend="bwrap", limits=SandboxLimits(timeout_s=3.0, memory_mb=512))
-    kwargs = swe_kwargs(config)
+    profile = env_spec(SWE_ENV).stress
+    kwargs = profile.kwargs(StressSettings(split="test", backend="bwrap",
+                                           limits=SandboxLimits(timeout_s=3.0, memory_mb=512)))
     assert kwargs["bash_timeout_s"] == 3.0 and kwargs["sandbox"] == "bwrap"
     limits = kwargs["sandbox_limits"]
     assert (limits.timeout_s, limits.memory_mb) == (3.0, 512)
     assert (limits.disk_mb, limits.output_bytes) == (128, 32_768)  # SWE-v0's own room for a repository
-    profile = PROFILES[SWE_ENV]  # SWE-v0 has no python tool: its load and runaway calls are bash commands
-    assert profile.load_action == SWE_LOAD_ACTION and '"name": "bash"' in profile.spin_action
+    # SWE-v0 has no python tool: its load and runaway calls are bash commands
+    assert '"name": "bash"' in profile.load_action and '"name": "bash"' in profile.spin_action
     assert profile.cell_grace_s > 0  # a stall must outlast the bash cell's grace, not only the run's timeout
 
 
@@ -106,7 +106,8 @@ def test_faults_are_reported_recovered_from_and_lose_no_episode(backend: str):
         faults = ("timeout", "stall") if bwrap_can_freeze() else ("timeout",)
     # 20 s spaces the faults 4 s apart: the timeout call takes ~3 s, and a stall aimed at the same worker before
     # that call returned would land in the same episode, where the harness observes only the first fault
-    config = StressConfig(concurrency=(2,), duration_s=20.0, backend=backend, limits=FAST_LIMITS, faults=faults)
+    config = StressConfig(env_id=PYTHON_ENV, concurrency=(2,), duration_s=20.0, backend=backend, limits=FAST_LIMITS,
+                          faults=faults)
     report = run_stress(config)
 
     (level,) = report.levels
@@ -128,7 +129,8 @@ def test_faults_are_reported_recovered_from_and_lose_no_episode(backend: str):
 @pytest.mark.skipif(os.environ.get("AGENTRL_STRESS_DAEMON") != "1",
                     reason="restarts the shared Docker daemon: set AGENTRL_STRESS_DAEMON=1 to run it")
 def test_daemon_restart_is_an_infra_error_and_every_worker_recovers(docker_backend: str):
-    config = StressConfig(concurrency=(3,), duration_s=40.0, faults=("daemon-restart",), limits=FAST_LIMITS)
+    config = StressConfig(env_id=PYTHON_ENV, concurrency=(3,), duration_s=40.0, faults=("daemon-restart",),
+                          limits=FAST_LIMITS)
     (level,) = run_stress(config).levels
 
     (fault,) = level.faults
@@ -172,16 +174,18 @@ def test_daemon_restart_recovers_only_when_every_worker_plays_again_after_it():
 
 def test_config_rejects_faults_the_backend_cannot_take():
     with pytest.raises(ValueError, match="need backend='docker'"):
-        StressConfig(backend="bwrap", faults=("kill",))
+        StressConfig(env_id=PYTHON_ENV, backend="bwrap", faults=("kill",))
     with pytest.raises(ValueError, match="expected a subset"):
-        StressConfig(faults=("flood",))
+        StressConfig(env_id=PYTHON_ENV, faults=("flood",))
 
 
 def test_config_rejects_faults_of_another_env():
-    with pytest.raises(ValueError, match=r"agentrl/WebShop-v0 takes faults among \('shop-stall', 'shop-restart'\)"):
-        StressConfig(env_id=WEBSHOP_ENV, faults=("kill",))
-    with pytest.raises(ValueError, match=r"agentrl/Search-v0 takes faults among \(\), got \['shop-stall'\]"):
-        StressConfig(env_id="agentrl/Search-v0", faults=("shop-stall",))
+    with pytest.raises(ValueError, match=r"WebShop-v0 takes faults among \('service-stall', 'service-restart'\)"):
+        StressConfig(env_id="webshop", faults=("kill",))
+    with pytest.raises(ValueError, match=r"agentrl/Search-v0 takes faults among \(\) .*, got \['service-stall'\]"):
+        StressConfig(env_id="agentrl/Search-v0", faults=("service-stall",))
+    with pytest.raises(ValueError, match="expected a registered id or alias"):
+        StressConfig(env_id="agentrl/Calculator-v0")
 
 
 def test_webshop_ramp_on_one_shared_server_is_correct_and_leaves_no_session(tmp_path: Path):
@@ -198,8 +202,8 @@ def test_webshop_ramp_on_one_shared_server_is_correct_and_leaves_no_session(tmp_
 
 
 @pytest.mark.parametrize(("fault", "duration_s"), [
-    ("shop-stall", 18.0),  # at 6 s, for the envs' 10 s timeout and a margin: over at 17 s
-    ("shop-restart", 8.0),
+    ("service-stall", 18.0),  # at 6 s, for the envs' 10 s timeout and a margin: over at 17 s
+    ("service-restart", 8.0),
 ])
 def test_a_stopped_or_restarted_shop_is_an_infra_error_never_a_wrong_answer(fault: str, duration_s: float):
     config = StressConfig(env_id=WEBSHOP_ENV, concurrency=(4,), duration_s=duration_s, faults=(fault,), split="test")
@@ -216,7 +220,7 @@ def test_a_stopped_or_restarted_shop_is_an_infra_error_never_a_wrong_answer(faul
 
 
 def test_a_service_fault_that_an_episode_pays_for_is_an_agent_error():
-    stall = FaultRecord(kind="shop-stall", worker=None, scheduled_s=1.0, injected_s=1.0, over_s=3.0,
+    stall = FaultRecord(kind="service-stall", worker=None, scheduled_s=1.0, injected_s=1.0, over_s=3.0,
                         expected="infra_error")
     episodes = [episode(0, 0.5, 1.5, correct=False, infra=True),  # timed out: infra
                 episode(1, 0.5, 3.5, correct=False),  # scored wrong although the stall overlapped it
