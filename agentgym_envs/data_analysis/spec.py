@@ -37,6 +37,13 @@ def probes(settings: ProbeSettings) -> Sequence[Any]:
     return run_probes(settings)
 
 
+def probe_catalogue() -> Sequence[Any]:
+    """DataAnalysis's reward-hacking probes, unplayed (:func:`agentgym_envs.data_analysis.probes.catalogue`)."""
+    from agentgym_envs.data_analysis.probes import catalogue
+
+    return catalogue()
+
+
 SPEC = EnvSpec(
     id="agentrl/DataAnalysis-v0",
     entry_point="agentgym_envs.data_analysis:DataAnalysisEnv",
@@ -49,6 +56,7 @@ SPEC = EnvSpec(
     stress=StressProfile(kwargs=sandboxed, load_action=PYTHON_LOAD_ACTION, spin_action=PYTHON_SPIN_ACTION,
                          faults=SANDBOX_FAULTS, memory_mb=1024),
     probes=probes,
+    probe_catalogue=probe_catalogue,
     description="Questions about CSV/JSON/Excel/SQLite files, answered with python and sql in a sandbox.",
 )
 """DataAnalysis-v0's spec."""

@@ -30,6 +30,13 @@ def probes(settings: ProbeSettings) -> Sequence[Any]:
     return run_probes(settings)
 
 
+def probe_catalogue() -> Sequence[Any]:
+    """PythonSandbox's reward-hacking probes, unplayed (:func:`agentgym_envs.python_sandbox.probes.catalogue`)."""
+    from agentgym_envs.python_sandbox.probes import catalogue
+
+    return catalogue()
+
+
 SPEC = EnvSpec(
     id="agentrl/PythonSandbox-v0",
     entry_point="agentgym_envs.python_sandbox:PythonSandboxEnv",
@@ -40,6 +47,7 @@ SPEC = EnvSpec(
     stress=StressProfile(kwargs=sandboxed, load_action=PYTHON_LOAD_ACTION, spin_action=PYTHON_SPIN_ACTION,
                          faults=SANDBOX_FAULTS),
     probes=probes,
+    probe_catalogue=probe_catalogue,
     description="Math and code tasks with a stateful python tool in a sandbox; math equivalence or hidden tests.",
 )
 """PythonSandbox-v0's spec."""

@@ -41,6 +41,13 @@ def probes(settings: ProbeSettings) -> Sequence[Any]:
     return run_probes(settings)
 
 
+def probe_catalogue() -> Sequence[Any]:
+    """SWE's reward-hacking probes, unplayed (:func:`agentgym_envs.swe.probes.catalogue`)."""
+    from agentgym_envs.swe.probes import catalogue
+
+    return catalogue()
+
+
 SPEC = EnvSpec(
     id="agentrl/SWE-v0",
     entry_point="agentgym_envs.swe:SWEEnv",
@@ -54,6 +61,7 @@ SPEC = EnvSpec(
                          spin_action=tool_call_action("bash", command="while :; do :; done"),
                          cell_grace_s=CELL_GRACE_S, faults=SANDBOX_FAULTS, memory_mb=SWE_SANDBOX_LIMITS.memory_mb),
     probes=probes,
+    probe_catalogue=probe_catalogue,
     description="Repair a repository so that its failing tests pass (FAIL_TO_PASS and PASS_TO_PASS), in a sandbox.",
 )
 """SWE-v0's spec."""

@@ -36,6 +36,13 @@ def probes(settings: ProbeSettings) -> Sequence[Any]:
     return run_probes(settings)
 
 
+def probe_catalogue() -> Sequence[Any]:
+    """WebShop's reward-hacking probes, unplayed (:func:`agentgym_envs.webshop.probes.catalogue`)."""
+    from agentgym_envs.webshop.probes import catalogue
+
+    return catalogue()
+
+
 SPEC = EnvSpec(
     id="agentrl/WebShop-v0",
     entry_point="agentgym_envs.webshop:WebShopEnv",
@@ -46,6 +53,7 @@ SPEC = EnvSpec(
     service=shared_shop,
     stress=StressProfile(faults=("service-stall", "service-restart")),
     probes=probes,
+    probe_catalogue=probe_catalogue,
     description="Shop a real web shop (HTTP or Chromium) for a product that meets a goal; WebShop's reward.",
 )
 """WebShop-v0's spec."""
