@@ -303,8 +303,9 @@ class Leaks:
 class LevelReport:
     """Everything one concurrency level measured (see the module docstring for the columns).
 
-    ``unexplained_infra_errors`` counts the infra errors that no injected fault accounts for: the
-    target is zero.
+    ``unexplained_infra_errors`` counts the infra errors that no injected fault accounts for, ``unsolved`` the
+    episodes that ended unsolved (a wrong answer, or none by the turn limit) with no infra error and no injected
+    fault overlapping them: both targets are zero (a load episode ends with the env's oracle).
     """
 
     concurrency: int
@@ -322,6 +323,7 @@ class LevelReport:
     agent_errors: int
     infra_errors: int
     unexplained_infra_errors: int
+    unsolved: int
     setup_errors: list[str]
     worker_crashes: list[str]
     min_available_gb: float
@@ -344,9 +346,12 @@ class Report:
 
     @property
     def clean(self) -> bool:
-        """No infra error outside the injected faults, nothing leaked, every fault passed, no crash."""
+        """No infra error outside the injected faults, no unsolved episode outside them (for an env with an
+        oracle), nothing leaked, every fault passed, no crash."""
+        solves = env_spec(self.env_id).oracle is not None
         return all(not (level.worker_crashes or level.setup_errors or level.leaks.any
-                        or level.unexplained_infra_errors) and all(fault.passed for fault in level.faults)
+                        or level.unexplained_infra_errors or (solves and level.unsolved))
+                   and all(fault.passed for fault in level.faults)
                    for level in self.levels)
 
 
@@ -830,6 +835,17 @@ def judge_faults(faults: Sequence[FaultRecord], episodes: Sequence[EpisodeRecord
     return sum(e.infra_errors for e in episodes if e.infra_errors and id(e) not in explained)
 
 
+def unsolved_outside_faults(faults: Sequence[FaultRecord], episodes: Sequence[EpisodeRecord]) -> list[EpisodeRecord]:
+    """The episodes that ended unsolved with no infra error, and that no injected fault overlapped (call after
+    :func:`judge_faults`, which sets when each fault was over)."""
+    def overlapped(episode: EpisodeRecord, fault: FaultRecord) -> bool:
+        return (fault.injected_s is not None and fault.worker in (None, episode.worker)
+                and episode.ended_s >= fault.injected_s and (fault.over_s is None or episode.started_s <= fault.over_s))
+
+    return [e for e in episodes if not e.correct and not e.infra_error
+            and not any(overlapped(e, fault) for fault in faults)]
+
+
 def judge_service_fault(fault: FaultRecord, overlapped: Sequence[EpisodeRecord]) -> None:
     """How the env reported a service fault, from the episodes it overlapped: ``agent error`` when one of them
     was scored as the agent's failure (the oracles fail no task otherwise), else ``infra_error`` when one ended
@@ -930,6 +946,7 @@ def run_level(config: StressConfig, concurrency: int) -> LevelReport:
                       timings=(setup_s, max(0.0, window_end - config.duration_s), teardown_s),
                       errors=(setup_errors, crashes), min_available_gb=floor[0])
     level.unexplained_infra_errors, level.records = unexplained, episodes
+    level.unsolved = len(unsolved_outside_faults(faults, episodes))
     return level
 
 
@@ -946,7 +963,7 @@ def summarize(config: StressConfig, concurrency: int, episodes: Sequence[Episode
         teardown_s=teardown_s, episodes=len(episodes), correct=sum(e.correct for e in episodes),
         tool_calls=len(calls), calls_per_s=len(in_window) / config.duration_s, p50_ms=p50, p95_ms=p95, p99_ms=p99,
         agent_errors=sum(e.agent_errors for e in episodes), infra_errors=sum(e.infra_errors for e in episodes),
-        unexplained_infra_errors=0, setup_errors=errors[0], worker_crashes=errors[1],
+        unexplained_infra_errors=0, unsolved=0, setup_errors=errors[0], worker_crashes=errors[1],
         min_available_gb=min_available_gb, faults=faults, leaks=leaks)
 
 
@@ -1022,12 +1039,17 @@ def render(report: Report, console: Console) -> None:
     for level in report.levels:
         for problem in [*level.setup_errors, *level.worker_crashes, *level.leaks.containers, *level.leaks.processes]:
             console.print(f"[red]N={level.concurrency}[/red]: {problem}")
+        unsolved = unsolved_outside_faults(level.faults, level.records)
+        if unsolved:
+            console.print(f"[red]N={level.concurrency}[/red]: {len(unsolved)} of {level.episodes} episodes ended "
+                          f"unsolved outside any injected fault (a wrong answer, or none by the turn limit); the "
+                          f"first ended with: {unsolved[0].detail[:200]!r}")
         console.print(f"N={level.concurrency}: setup {level.setup_s:.1f} s, window {level.window_s:g} s, "
                       f"drain {level.drain_s:.1f} s, teardown {level.teardown_s:.1f} s, "
                       f"{level.tool_calls} tool calls, RSS {level.leaks.rss_mb:+.0f} MB")
     verdict = "CLEAN" if report.clean else "NOT CLEAN"
-    console.print(f"{verdict}: zero infra errors outside injected faults, nothing leaked, every fault reported "
-                  "as expected and recovered from")
+    console.print(f"{verdict}: zero infra errors and unsolved episodes outside injected faults, nothing leaked, "
+                  "every fault reported as expected and recovered from")
 
 
 def write_json(report: Report, path: Path) -> None:
