@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,10 +201,14 @@ def qualified_name(fn: object) -> str:
     return f"{getattr(target, '__module__', '?')}.{target.__qualname__}"
 
 
-def task_source(env_name: str, split: str | None, tasks: Sequence[Task]) -> TaskSourceCard:
-    """Where ``tasks`` come from: the bundle's manifest entry for ``split``, and a hash of the task ids."""
+def task_source(env_name: str, split: str | None, tasks: Sequence[Task], *,
+                splits_dir: str | os.PathLike[str] | None = None) -> TaskSourceCard:
+    """Where ``tasks`` come from: the bundle's manifest entry for ``split``, and a hash of the task ids.
+
+    The bundle is the one in ``splits_dir`` when given, else the installed one of ``env_name``.
+    """
     try:
-        manifest: Mapping[str, Any] | None = bundle_manifest(env_name)
+        manifest: Mapping[str, Any] | None = bundle_manifest(env_name, splits_dir=splits_dir)
     except UnknownTaskError:  # an env without bundled splits (tasks always passed in)
         manifest = None
     entry = (manifest or {}).get("splits", {}).get(split or "", {})

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, TypedDict
 
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
@@ -42,6 +43,34 @@ StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 """``(observation, reward, terminated, truncated, info)``."""
 RewardSpec = RewardFn | Mapping[str, RewardFn]
 """One reward function for every family, or one per family."""
+DEFAULT_SPLIT = "train"
+"""The bundled split an env draws from when given neither ``split`` nor ``tasks``."""
+
+
+class TextEnvOptions(TypedDict, total=False):
+    """The keyword options every agentrl environment takes: those of :class:`TextEnv`, which documents them.
+
+    They are declared once, by ``TextEnv.__init__``. A subclass declares only its own options and takes these as
+    ``**options: Unpack[TextEnvOptions]``, passed on unchanged to ``super().__init__``: a type checker then checks
+    them at every call, and a misspelt keyword is still a ``TypeError`` (``TextEnv.__init__`` takes no other).
+
+    Example:
+        >>> class CalculatorEnv(TextEnv):                                                  # doctest: +SKIP
+        ...     def __init__(self, *, precision: int = 6, **options: Unpack[TextEnvOptions]) -> None:
+        ...         super().__init__(**options)
+        ...         self.precision = precision
+    """
+
+    split: str | None
+    splits_dir: str | Path | None
+    families: Sequence[str] | None
+    tasks: Sequence[Task] | None
+    reward: RewardSpec | None
+    max_action_chars: int
+    max_tool_calls_per_turn: int
+    max_observation_chars: int
+    render_mode: str | None
+    prompt_style: str
 
 
 class TextEnv(gym.Env[str, str], ABC):
@@ -52,8 +81,14 @@ class TextEnv(gym.Env[str, str], ABC):
     :meth:`_evidence`, :meth:`_instructions`, :meth:`_task_text`, :meth:`_task_over` (for a task that a
     tool call ends, such as a purchase) and :meth:`_settings`.
 
+    The options below are every env's (:class:`TextEnvOptions`); an env's own options come on top of them.
+
     Args:
-        split: Bundled split to draw tasks from (``"train"``, ``"dev"``, ``"test"``).
+        split: Bundled split to draw tasks from (``"train"``, ``"dev"``, ``"test"``); default ``"train"``.
+            Not with ``tasks``.
+        splits_dir: The folder of the split bundle ``split`` is loaded from, with the layout and manifest of
+            ``tasks/data/<env>/`` (:mod:`tasks.splits`); None for the bundle installed with the project. Unused
+            when ``tasks`` are given.
         families: Task families to keep (default: all of :attr:`task_families`).
         tasks: Explicit tasks instead of a split (then filtered by ``families`` too).
         reward: One reward function for every family, or a mapping family -> reward function;
@@ -67,8 +102,10 @@ class TextEnv(gym.Env[str, str], ABC):
             ``info["tools"]`` itself.
 
     Raises:
-        EnvConfigError: An unknown family, no task left, a reward mapping that misses a family, a bad
-            render mode or prompt style.
+        EnvConfigError: ``split`` together with ``tasks``, an unknown family, no task left, a reward mapping that
+            misses a family, a bad render mode or prompt style.
+        UnknownTaskError: No such split (in ``splits_dir`` when given), or ``splits_dir`` holds no bundle of this
+            env.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
@@ -82,9 +119,9 @@ class TextEnv(gym.Env[str, str], ABC):
     that step returns ``truncated=True`` (never ``terminated``) with the reward and ``info["reward_components"]``,
     and :attr:`at_turn_limit` is True while its evidence is gathered. An infrastructure fault still wins."""
 
-    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
-                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None,
-                 max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
+    def __init__(self, *, split: str | None = None, splits_dir: str | Path | None = None,
+                 families: Sequence[str] | None = None, tasks: Sequence[Task] | None = None,
+                 reward: RewardSpec | None = None, max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
                  max_observation_chars: int = 32_768, render_mode: str | None = None,
                  prompt_style: str = "full") -> None:
         if render_mode not in (None, *self.metadata["render_modes"]):
@@ -92,8 +129,8 @@ class TextEnv(gym.Env[str, str], ABC):
         if prompt_style not in PROMPT_STYLES:
             raise EnvConfigError(f"prompt_style: expected one of {PROMPT_STYLES}, got {prompt_style!r}")
         self.families = self._check_families(families)
-        self.split = split if tasks is None else None
-        selected = list(tasks) if tasks is not None else load_split(self.env_name, split)
+        self.splits_dir = splits_dir
+        self.split, selected = self._task_source(split, splits_dir, tasks)
         self.tasks = tuple(task for task in selected if task.family in self.families)
         if not self.tasks:
             raise EnvConfigError(f"{self.env_name}: expected at least one task of families {list(self.families)}, "
@@ -112,6 +149,17 @@ class TextEnv(gym.Env[str, str], ABC):
         self._prompt = ""
         self._done = True
         self._at_turn_limit = False
+
+    def _task_source(self, split: str | None, splits_dir: str | Path | None,
+                     tasks: Sequence[Task] | None) -> tuple[str | None, list[Task]]:
+        """The split drawn from (None for explicit tasks) and its tasks, before the family filter."""
+        if tasks is None:
+            chosen = DEFAULT_SPLIT if split is None else split
+            return chosen, load_split(self.env_name, chosen, splits_dir=splits_dir)
+        if split is not None:
+            raise EnvConfigError(f"split: expected either a split or tasks, got split={split!r} and tasks; pass "
+                                 "split= alone, or tasks= alone (e.g. a filtered load_split(...))")
+        return None, list(tasks)
 
     def _check_families(self, families: Sequence[str] | None) -> tuple[str, ...]:
         if families is None:
@@ -213,7 +261,8 @@ class TextEnv(gym.Env[str, str], ABC):
                             max_observation_chars=self.max_observation_chars,
                             sandbox_backend=backend, sandbox=sandbox)
         return EnvCard(env_name=self.env_name, env_id=None, tools=tuple(tool.schema() for tool in self.tools),
-                       families=families, source=task_source(self.env_name, self.split, self.tasks), limits=limits,
+                       families=families, limits=limits,
+                       source=task_source(self.env_name, self.split, self.tasks, splits_dir=self.splits_dir),
                        settings=self._settings(), prompt_style=self.prompt_style)
 
     # -- the Gymnasium API ---------------------------------------------------------------------

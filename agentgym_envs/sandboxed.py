@@ -12,10 +12,10 @@ what a task puts into the sandbox before the agent's first turn (files, a reposi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Unpack
 
-from agentgym_envs.core import RewardSpec, TextEnv
+from agentgym_envs.core import TextEnv, TextEnvOptions
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.sandbox import BACKENDS, KernelSandbox, SandboxLimits, open_sandbox
 from tasks import Task
@@ -32,28 +32,22 @@ class SandboxEnv(TextEnv):
         sandbox_limits: Limits of the sandbox (timeout, memory, pids, output, disk).
         sandbox_pool: A :class:`~agentgym_envs.sandbox.docker.DockerSandboxPool` to borrow a sandbox
             from, shared by many envs; the sandbox goes back to the pool on ``close()``.
-        split, families, tasks, reward, max_action_chars, max_tool_calls_per_turn, max_observation_chars,
-            render_mode, prompt_style: See :class:`~agentgym_envs.core.TextEnv`.
+        **options: Every env's options (:class:`~agentgym_envs.core.TextEnvOptions`: ``split``, ``splits_dir``,
+            ``families``, ``tasks``, ``reward``, the limits, ``render_mode``, ``prompt_style``); see
+            :class:`~agentgym_envs.core.TextEnv`.
 
     Raises:
         EnvConfigError: An unknown backend, or a pool given with another backend than ``"docker"``.
     """
 
-    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
-                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None, sandbox: str = "docker",
-                 sandbox_limits: SandboxLimits | None = None, sandbox_pool: DockerSandboxPool | None = None,
-                 max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
-                 max_observation_chars: int = 32_768, render_mode: str | None = None,
-                 prompt_style: str = "full") -> None:
+    def __init__(self, *, sandbox: str = "docker", sandbox_limits: SandboxLimits | None = None,
+                 sandbox_pool: DockerSandboxPool | None = None, **options: Unpack[TextEnvOptions]) -> None:
         if sandbox not in BACKENDS:
             raise EnvConfigError(f"sandbox: expected one of {BACKENDS}, got {sandbox!r}")
         if sandbox_pool is not None and sandbox != "docker":
             raise EnvConfigError(f"sandbox_pool: a pool holds docker sandboxes, got sandbox={sandbox!r}; "
                                  "pass sandbox='docker' or no pool")
-        super().__init__(split=split, families=families, tasks=tasks, reward=reward,
-                         max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode,
-                         prompt_style=prompt_style)
+        super().__init__(**options)
         self.backend = sandbox
         self.sandbox_limits = sandbox_pool.limits if sandbox_pool is not None else sandbox_limits or SandboxLimits()
         self._pool = sandbox_pool

@@ -331,7 +331,8 @@ class PPOTrainer:
         model: The policy, a causal LM (trained in place).
         tokenizer: Its tokenizer.
         engine: Rollout engine; by default one over ``config.env_id`` envs, generating with ``model``.
-        tasks: Tasks to train on; by default the bundled ``config.split`` of the env.
+        tasks: Tasks to train on; by default the bundled ``config.split`` of the env (from
+            ``config.env_kwargs["splits_dir"]`` when set, as the env loads it).
 
     Example:
         >>> trainer = PPOTrainer(PPOConfig(max_steps=1), *load_policy(None))   # doctest: +SKIP
@@ -356,7 +357,8 @@ class PPOTrainer:
             self.snapshot, self.prefetch = PolicySnapshot(model), RolloutPrefetch()
             engine = make_engine(config, self.snapshot.model, tokenizer)
         self.engine = engine if engine is not None else make_engine(config, model, tokenizer)
-        self.tasks = list(tasks) if tasks is not None else load_split(task_env_name(config.env_id), config.split)
+        self.tasks = list(tasks) if tasks is not None else load_split(
+            task_env_name(config.env_id), config.split, splits_dir=config.env_kwargs.get("splits_dir"))
         random.Random(config.seed).shuffle(self.tasks)
         self._shuffle = torch.Generator().manual_seed(config.seed)
         self.infra_guard = InfraErrorGuard(config.infra_error_stop_share, config.infra_error_window)

@@ -128,6 +128,10 @@ class PPOConfig:
         if "split" in self.env_kwargs:
             raise ValueError("PPOConfig.env_kwargs: expected no 'split' key (the split field sets it), got "
                              f"{self.env_kwargs}; move it to split:")
+        if "tasks" in self.env_kwargs:
+            raise ValueError("PPOConfig.env_kwargs: expected no 'tasks' key (the split field picks the tasks, and an "
+                             f"env takes a split or tasks, not both), got {sorted(self.env_kwargs)}; pass your own "
+                             "tasks to PPOTrainer(tasks=...), or bundle them and set env_kwargs: {splits_dir: ...}")
 
 
 def _check_positive(config: PPOConfig, names: tuple[str, ...]) -> None:

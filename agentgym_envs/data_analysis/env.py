@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
-from agentgym_envs.core import RewardSpec
+from agentgym_envs.core import TextEnvOptions
 from agentgym_envs.data_analysis.workspace import Schema, SqlSettings, load_task_data, result_table, run_sql
 from agentgym_envs.python_sandbox.env import PYTHON_TOOL_SCHEMA
 from agentgym_envs.sandbox import SandboxLimits
@@ -98,11 +98,12 @@ class DataAnalysisEnv(SandboxEnv):
         sql_max_rows: Most rows a ``sql`` call shows (the total is always given).
         sql_max_cell_chars: Longer cells are cut in what ``sql`` shows.
         sql_timeout_s: A query is stopped after this long.
-        split, families, tasks, reward, sandbox, sandbox_limits, sandbox_pool, max_action_chars,
-            max_tool_calls_per_turn, max_observation_chars, render_mode, prompt_style: See
-            :class:`~agentgym_envs.sandboxed.SandboxEnv` (families: :data:`FAMILIES`; limits default to
+        sandbox, sandbox_limits, sandbox_pool: See :class:`~agentgym_envs.sandboxed.SandboxEnv` (limits default to
             :data:`DATA_SANDBOX_LIMITS`; a docker pool must run the data image,
             :func:`~agentgym_envs.sandbox.data_image.ensure_data_image`).
+        **options: Every env's options (:class:`~agentgym_envs.core.TextEnvOptions`: ``split``, ``splits_dir``,
+            ``families``, ``tasks``, ``reward``, the limits, ``render_mode``, ``prompt_style``); see
+            :class:`~agentgym_envs.core.TextEnv`. Families: :data:`FAMILIES`.
 
     Example:
         >>> import gymnasium as gym, agentgym_envs                          # doctest: +SKIP
@@ -114,18 +115,11 @@ class DataAnalysisEnv(SandboxEnv):
     task_families: ClassVar[tuple[str, ...]] = FAMILIES
     required_tools: ClassVar[dict[str, tuple[str, ...]]] = REQUIRED_TOOLS
 
-    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
-                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None, sandbox: str = "docker",
-                 sandbox_limits: SandboxLimits | None = None, sandbox_pool: DockerSandboxPool | None = None,
-                 sql_max_rows: int = 50, sql_max_cell_chars: int = 80, sql_timeout_s: float = 10.0,
-                 max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
-                 max_observation_chars: int = 32_768, render_mode: str | None = None,
-                 prompt_style: str = "full") -> None:
-        super().__init__(split=split, families=families, tasks=tasks, reward=reward, sandbox=sandbox,
-                         sandbox_limits=sandbox_limits or DATA_SANDBOX_LIMITS, sandbox_pool=sandbox_pool,
-                         max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode,
-                         prompt_style=prompt_style)
+    def __init__(self, *, sandbox: str = "docker", sandbox_limits: SandboxLimits | None = None,
+                 sandbox_pool: DockerSandboxPool | None = None, sql_max_rows: int = 50, sql_max_cell_chars: int = 80,
+                 sql_timeout_s: float = 10.0, **options: Unpack[TextEnvOptions]) -> None:
+        super().__init__(sandbox=sandbox, sandbox_limits=sandbox_limits or DATA_SANDBOX_LIMITS,
+                         sandbox_pool=sandbox_pool, **options)
         self.sql_settings = SqlSettings(max_rows=sql_max_rows, max_cell_chars=sql_max_cell_chars,
                                         max_chars=max(1_000, self.sandbox_limits.output_bytes - 1_000),
                                         timeout_s=sql_timeout_s)

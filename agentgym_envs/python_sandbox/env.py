@@ -13,9 +13,9 @@ with ``<answer>``. Two task families:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
-from agentgym_envs.core import RewardSpec
+from agentgym_envs.core import TextEnvOptions
 from agentgym_envs.python_sandbox.hidden_tests import run_hidden_tests
 from agentgym_envs.sandbox import SandboxLimits
 from agentgym_envs.sandboxed import SandboxEnv
@@ -67,9 +67,10 @@ class PythonSandboxEnv(SandboxEnv):
 
     Args:
         test_timeout_s: Time limit of each hidden unit test.
-        split, families, tasks, reward, sandbox, sandbox_limits, sandbox_pool, max_action_chars,
-            max_tool_calls_per_turn, max_observation_chars, render_mode, prompt_style: See
-            :class:`~agentgym_envs.sandboxed.SandboxEnv` (families: ``"math"``, ``"code"``).
+        sandbox, sandbox_limits, sandbox_pool: See :class:`~agentgym_envs.sandboxed.SandboxEnv`.
+        **options: Every env's options (:class:`~agentgym_envs.core.TextEnvOptions`: ``split``, ``splits_dir``,
+            ``families``, ``tasks``, ``reward``, the limits, ``render_mode``, ``prompt_style``); see
+            :class:`~agentgym_envs.core.TextEnv`. Families: ``"math"``, ``"code"``.
 
     Example:
         >>> import gymnasium as gym, agentgym_envs                          # doctest: +SKIP
@@ -81,17 +82,10 @@ class PythonSandboxEnv(SandboxEnv):
     task_families: ClassVar[tuple[str, ...]] = FAMILIES
     required_tools: ClassVar[dict[str, tuple[str, ...]]] = REQUIRED_TOOLS
 
-    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
-                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None, sandbox: str = "docker",
-                 sandbox_limits: SandboxLimits | None = None, sandbox_pool: DockerSandboxPool | None = None,
-                 test_timeout_s: float = 5.0, max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
-                 max_observation_chars: int = 32_768, render_mode: str | None = None,
-                 prompt_style: str = "full") -> None:
-        super().__init__(split=split, families=families, tasks=tasks, reward=reward, sandbox=sandbox,
-                         sandbox_limits=sandbox_limits, sandbox_pool=sandbox_pool,
-                         max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode,
-                         prompt_style=prompt_style)
+    def __init__(self, *, sandbox: str = "docker", sandbox_limits: SandboxLimits | None = None,
+                 sandbox_pool: DockerSandboxPool | None = None, test_timeout_s: float = 5.0,
+                 **options: Unpack[TextEnvOptions]) -> None:
+        super().__init__(sandbox=sandbox, sandbox_limits=sandbox_limits, sandbox_pool=sandbox_pool, **options)
         self.test_timeout_s = test_timeout_s
         self._tools = (Tool("python", "Run Python code in a persistent, sandboxed interpreter and return "
                                       "its output.", PYTHON_TOOL_SCHEMA, self._python),)

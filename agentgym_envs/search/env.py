@@ -16,9 +16,9 @@ never load the corpus. A retriever that does not answer is an infrastructure err
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
-from agentgym_envs.core import RewardSpec, TextEnv
+from agentgym_envs.core import TextEnv, TextEnvOptions
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.search.corpus import resolve_corpus
 from agentgym_envs.search.errors import UnknownDocumentError
@@ -99,9 +99,10 @@ class SearchEnv(TextEnv):
             each worker then opens the same saved index (memory-mapped) or talks to the one service.
         index_dir: Where the in-process index lives (default ``~/.cache/agentrl/bm25/<key>``).
         page_chars: Length of a page of ``open``.
-        split, families, tasks, reward, max_action_chars, max_tool_calls_per_turn, max_observation_chars,
-            render_mode, prompt_style: See :class:`~agentgym_envs.core.TextEnv` (families: ``"single"``,
-            ``"bridge"``, ``"comparison"``). Search runs no agent code, so it takes no ``sandbox``.
+        **options: Every env's options (:class:`~agentgym_envs.core.TextEnvOptions`: ``split``, ``splits_dir``,
+            ``families``, ``tasks``, ``reward``, the limits, ``render_mode``, ``prompt_style``); see
+            :class:`~agentgym_envs.core.TextEnv`. Families: ``"single"``, ``"bridge"``, ``"comparison"``.
+            Search runs no agent code, so it takes no ``sandbox``.
 
     Example:
         >>> import gymnasium as gym, agentgym_envs                                  # doctest: +SKIP
@@ -114,20 +115,14 @@ class SearchEnv(TextEnv):
     task_families: ClassVar[tuple[str, ...]] = FAMILIES
     required_tools: ClassVar[dict[str, tuple[str, ...]]] = REQUIRED_TOOLS
 
-    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
-                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None,
-                 corpus: Sequence[Document] | str = DEFAULT_CORPUS, retriever: Retriever | str | None = None,
-                 index_dir: str | None = None, page_chars: int = PAGE_CHARS, max_action_chars: int = 32_768,
-                 max_tool_calls_per_turn: int = 4, max_observation_chars: int = 32_768,
-                 render_mode: str | None = None, prompt_style: str = "full") -> None:
+    def __init__(self, *, corpus: Sequence[Document] | str = DEFAULT_CORPUS, retriever: Retriever | str | None = None,
+                 index_dir: str | None = None, page_chars: int = PAGE_CHARS,
+                 **options: Unpack[TextEnvOptions]) -> None:
         if page_chars < 200:
             raise EnvConfigError(f"page_chars: expected >= 200, got {page_chars}")
         if retriever is not None and not isinstance(retriever, str | Retriever):
             raise EnvConfigError(f"retriever: expected None, a URL or a Retriever, got {type(retriever).__name__}")
-        super().__init__(split=split, families=families, tasks=tasks, reward=reward,
-                         max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode,
-                         prompt_style=prompt_style)
+        super().__init__(**options)
         if retriever is None and _is_corpus_name(corpus):
             _check_task_corpus(self.tasks, corpus)
         self.corpus = corpus

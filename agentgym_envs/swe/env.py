@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
-from agentgym_envs.core import RewardSpec
+from agentgym_envs.core import TextEnvOptions
 from agentgym_envs.errors import EnvConfigError, SandboxCrashedError
 from agentgym_envs.sandbox import SandboxLimits
 from agentgym_envs.sandboxed import SandboxEnv
@@ -186,10 +186,11 @@ class SWEEnv(SandboxEnv):
         bash_timeout_s: A ``bash`` command is killed (with its process group) after this long.
         bash_output_bytes: Bytes of a command's output shown: half from its start, half from its end.
         test_timeout_s: Time limit of the grading run.
-        split, families, tasks, reward, sandbox, sandbox_limits, sandbox_pool, max_action_chars,
-            max_tool_calls_per_turn, max_observation_chars, render_mode, prompt_style: See
-            :class:`~agentgym_envs.sandboxed.SandboxEnv` (families: ``"synthetic"``, ``"swebench"``; limits
-            default to :data:`SWE_SANDBOX_LIMITS`).
+        sandbox, sandbox_limits, sandbox_pool: See :class:`~agentgym_envs.sandboxed.SandboxEnv` (limits default to
+            :data:`SWE_SANDBOX_LIMITS`).
+        **options: Every env's options (:class:`~agentgym_envs.core.TextEnvOptions`: ``split``, ``splits_dir``,
+            ``families``, ``tasks``, ``reward``, the limits, ``render_mode``, ``prompt_style``); see
+            :class:`~agentgym_envs.core.TextEnv`. Families: ``"synthetic"``, ``"swebench"``.
 
     Raises:
         EnvConfigError: As :class:`~agentgym_envs.sandboxed.SandboxEnv`, or a non-positive time or output size.
@@ -205,22 +206,16 @@ class SWEEnv(SandboxEnv):
     required_tools: ClassVar[dict[str, tuple[str, ...]]] = REQUIRED_TOOLS
     scores_at_turn_limit: ClassVar[bool] = True
 
-    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
-                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None, sandbox: str = "docker",
-                 sandbox_limits: SandboxLimits | None = None, sandbox_pool: DockerSandboxPool | None = None,
-                 bash_timeout_s: float = 60.0, bash_output_bytes: int = 10_000, test_timeout_s: float = 120.0,
-                 max_action_chars: int = 32_768, max_tool_calls_per_turn: int = 4,
-                 max_observation_chars: int = 32_768, render_mode: str | None = None,
-                 prompt_style: str = "full") -> None:
+    def __init__(self, *, sandbox: str = "docker", sandbox_limits: SandboxLimits | None = None,
+                 sandbox_pool: DockerSandboxPool | None = None, bash_timeout_s: float = 60.0,
+                 bash_output_bytes: int = 10_000, test_timeout_s: float = 120.0,
+                 **options: Unpack[TextEnvOptions]) -> None:
         if min(bash_timeout_s, test_timeout_s) <= 0 or bash_output_bytes < 2:
             raise EnvConfigError(f"expected positive time limits and bash_output_bytes >= 2, got bash_timeout_s="
                                  f"{bash_timeout_s}, test_timeout_s={test_timeout_s}, "
                                  f"bash_output_bytes={bash_output_bytes}")
-        super().__init__(split=split, families=families, tasks=tasks, reward=reward, sandbox=sandbox,
-                         sandbox_limits=sandbox_limits or SWE_SANDBOX_LIMITS, sandbox_pool=sandbox_pool,
-                         max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode,
-                         prompt_style=prompt_style)
+        super().__init__(sandbox=sandbox, sandbox_limits=sandbox_limits or SWE_SANDBOX_LIMITS,
+                         sandbox_pool=sandbox_pool, **options)
         self.bash_timeout_s = bash_timeout_s
         self.bash_output_bytes = bash_output_bytes
         self.test_timeout_s = test_timeout_s

@@ -28,11 +28,11 @@ import json
 import logging
 from collections.abc import Sequence
 from difflib import get_close_matches
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 import httpx
 
-from agentgym_envs.core import RewardSpec, TextEnv
+from agentgym_envs.core import TextEnv, TextEnvOptions
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.tools import Tool, ToolResult
 from agentgym_envs.webshop.drivers import HttpDriver, PageDriver, RemoteBrowserDriver
@@ -106,8 +106,9 @@ class WebShopEnv(TextEnv):
             (not closed here); None starts one for this env, unless the shop brings its own browser.
         shop_timeout_s: How long a request to the shop may take (over HTTP) before the step is an infrastructure
             error.
-        split, families, tasks, reward, max_action_chars, max_tool_calls_per_turn, max_observation_chars,
-            render_mode, prompt_style: See :class:`~agentgym_envs.core.TextEnv` (one family: ``"shop"``).
+        **options: Every env's options (:class:`~agentgym_envs.core.TextEnvOptions`: ``split``, ``splits_dir``,
+            ``families``, ``tasks``, ``reward``, the limits, ``render_mode``, ``prompt_style``); see
+            :class:`~agentgym_envs.core.TextEnv`. One family: ``"shop"``.
 
     Raises:
         EnvConfigError: An unknown mode or observation, ``"aria"`` in text mode, a browser in text mode, browser
@@ -127,22 +128,15 @@ class WebShopEnv(TextEnv):
     task_families: ClassVar[tuple[str, ...]] = (FAMILY,)
     required_tools: ClassVar[dict[str, tuple[str, ...]]] = REQUIRED_TOOLS
 
-    def __init__(self, *, split: str = "train", families: Sequence[str] | None = None,
-                 tasks: Sequence[Task] | None = None, reward: RewardSpec | None = None, mode: str = "text",
-                 observation: str = "text_rich", server: ShopService | str | None = None,
+    def __init__(self, *, mode: str = "text", observation: str = "text_rich", server: ShopService | str | None = None,
                  catalogue: str | None = None, browser: BrowserPool | None = None,
-                 shop_timeout_s: float = SHOP_TIMEOUT_S, max_action_chars: int = 32_768,
-                 max_tool_calls_per_turn: int = 4, max_observation_chars: int = 32_768, render_mode: str | None = None,
-                 prompt_style: str = "full") -> None:
+                 shop_timeout_s: float = SHOP_TIMEOUT_S, **options: Unpack[TextEnvOptions]) -> None:
         if server is not None and not isinstance(server, str | ShopService):
             raise EnvConfigError(f"server: expected None, a URL, a ShopServer or a ShopContainer, got "
                                  f"{type(server).__name__}")
         service = ShopAddress(server) if isinstance(server, str) else server
         _check_mode(mode, observation, browser, service)
-        super().__init__(split=split, families=families, tasks=tasks, reward=reward,
-                         max_action_chars=max_action_chars, max_tool_calls_per_turn=max_tool_calls_per_turn,
-                         max_observation_chars=max_observation_chars, render_mode=render_mode,
-                         prompt_style=prompt_style)
+        super().__init__(**options)
         if shop_timeout_s <= 0:
             raise EnvConfigError(f"shop_timeout_s: expected a positive number of seconds, got {shop_timeout_s}")
         self.mode, self.observation, self.shop_timeout_s = mode, observation, shop_timeout_s

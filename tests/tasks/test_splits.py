@@ -30,7 +30,7 @@ from tasks import (
 )
 from tasks import splits as splits_module
 from tasks.build_splits import SPLIT_SIZES, build_python_sandbox_splits, check_bundled, main
-from tasks.splits import MANIFEST_NAME
+from tasks.splits import MANIFEST_NAME, bundle_manifest, write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "tasks" / "data" / "python_sandbox"
@@ -172,6 +172,45 @@ def test_unknown_names_list_what_exists(env: str, split: str, family: str | None
     with pytest.raises(UnknownTaskError) as caught:
         load_split(env, split, family=family)
     assert message in str(caught.value)
+
+
+def test_a_bundle_of_ones_own_loads_from_its_folder(tmp_path: Path) -> None:
+    mine = load_split("PythonSandbox", "dev")[:6]
+    written = write_bundle(tmp_path / "mine", "PythonSandbox", {"small": mine, "smaller": mine[:2]},
+                           manifest={"generator_versions": {"hand": 1}})
+    assert load_split("PythonSandbox", "small", splits_dir=tmp_path / "mine") == mine
+    assert load_split("PythonSandbox", "smaller", splits_dir=str(tmp_path / "mine"), family="math") == \
+        [task for task in mine[:2] if task.family == "math"]
+    assert bundle_manifest("PythonSandbox", splits_dir=tmp_path / "mine") == written
+    assert written["splits"]["small"]["count"] == 6
+    assert len(load_split("PythonSandbox", "dev")) == 100  # the installed bundle is untouched
+
+
+def test_a_split_of_ones_own_bundle_is_verified(tmp_path: Path) -> None:
+    write_bundle(tmp_path, "PythonSandbox", {"small": load_split("PythonSandbox", "dev")[:3]})
+    data = (tmp_path / "small.jsonl").read_text()
+    (tmp_path / "small.jsonl").write_text(data.replace('"difficulty": 1', '"difficulty": 2', 1))
+    with pytest.raises(SplitIntegrityError, match=r"small\.jsonl: expected sha256"):
+        load_split("PythonSandbox", "small", splits_dir=tmp_path)
+
+
+@pytest.mark.parametrize(("layout", "message"), [
+    # a folder without a manifest, e.g. the parent of the bundle
+    ("empty", "expected a folder holding a split bundle's MANIFEST.json"),
+    # another environment's bundle
+    ("search", "expected a bundle of PythonSandbox"),
+])
+def test_a_wrong_splits_dir_says_what_it_expected(tmp_path: Path, layout: str, message: str) -> None:
+    if layout == "search":
+        write_bundle(tmp_path, "Search", {"dev": load_split("Search", "dev")[:2]})
+    with pytest.raises(UnknownTaskError, match=message):
+        load_split("PythonSandbox", "dev", splits_dir=tmp_path)
+
+
+def test_an_unknown_split_of_ones_own_bundle_lists_its_splits(tmp_path: Path) -> None:
+    write_bundle(tmp_path, "PythonSandbox", {"small": load_split("PythonSandbox", "dev")[:2]})
+    with pytest.raises(UnknownTaskError, match=r"among \['small'\], got 'dev'"):
+        load_split("PythonSandbox", "dev", splits_dir=tmp_path)
 
 
 def test_read_tasks_round_trips_a_jsonl_file_and_names_a_bad_line(tmp_path):

@@ -158,6 +158,17 @@ def test_ppo_ewma_single_step_average_is_exact(tiny, engine, episodes) -> None:
         torch.testing.assert_close(average, 0.75 * start[name] + 0.25 * current)
 
 
+def test_the_trainer_draws_its_tasks_from_the_splits_dir_the_envs_load(tiny, engine, tmp_path: Path) -> None:
+    from tasks.splits import write_bundle
+
+    mine = load_split("Search", "dev")[:3]
+    write_bundle(tmp_path, "Search", {"train": mine})
+    model, tokenizer = tiny
+    config = PPOConfig(**SMALL, env_kwargs={"splits_dir": str(tmp_path)})
+    trainer = PPOTrainer(config, copy.deepcopy(model), tokenizer, engine=engine)
+    assert sorted(task.id for task in trainer.tasks) == sorted(task.id for task in mine)
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"gamma": 0.0}, "PPOConfig.gamma"),
     ({"lam": 1.5}, "PPOConfig.lam"),
@@ -165,6 +176,7 @@ def test_ppo_ewma_single_step_average_is_exact(tiny, engine, episodes) -> None:
     ({"minibatch_size": 9, "tasks_per_step": 2, "episodes_per_task": 4}, "PPOConfig.minibatch_size"),
     ({"kl_coef": -0.1}, "PPOConfig.kl_coef"),
     ({"env_kwargs": {"split": "dev"}}, "PPOConfig.env_kwargs"),
+    ({"env_kwargs": {"tasks": []}}, "PPOConfig.env_kwargs: expected no 'tasks' key"),
     ({"env_workers": "slurm"}, "PPOConfig.env_workers: expected 'local' or 'ray'"),
     ({"overlap_rollouts": True, "max_staleness": 0}, "PPOConfig.max_staleness"),
 ])
