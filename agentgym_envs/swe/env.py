@@ -43,8 +43,8 @@ from agentgym_envs.swe.testing import (
     PytestConfig,
     TreeError,
     prepare_tree,
-    pytest_config,
     read_tree,
+    repo_pytest_config,
     run_tests,
     tree_diff,
 )
@@ -165,12 +165,9 @@ def reference_tests(task: Task, tree: Mapping[str, bytes]) -> dict[str, bytes]:
 
 
 def grading_config(task: Task, tree: Mapping[str, bytes]) -> PytestConfig:
-    """The pytest configuration the task's tests were judged with, from ``repo_source["pytest_config"]``:
-    ``"empty"`` (a pin's own configuration may ask for plugins the sandbox lacks) or ``"repository"`` (the
-    host copy's); when absent, empty for a pin and the repository's for a folder."""
-    source = task.metadata.get("repo_source") or {}
-    choice = source.get("pytest_config", "empty" if source.get("kind") == "pypi" else "repository")
-    return pytest_config(tree) if choice == "repository" else PytestConfig()
+    """The pytest configuration the task's tests were judged with (:func:`repo_pytest_config` of its
+    ``repo_source``)."""
+    return repo_pytest_config(task.metadata.get("repo_source") or {}, tree)
 
 
 def grading_tree(after: Mapping[str, bytes], tests: Mapping[str, bytes]) -> dict[str, bytes]:

@@ -1,15 +1,18 @@
-"""SWE task synthesis: plant bugs in a real repository, run its suite in sandboxes, keep the bugs its tests catch.
+"""SWE task synthesis: run a repository's suite in sandboxes and keep the planted bugs its tests catch.
 
-The driver behind the bundled SWE splits and ``python -m agentgym_envs.swe.synthesize``. For one repository (a
-pin of :mod:`tasks.swe.repos`, or a folder of the user's with a pytest suite):
+The env-layer half of the one SWE task builder, :mod:`tasks.swe.synthesis`: that module says how a repository
+becomes tasks (its source, the candidate bugs, the slots, the verdicts combined across backends, the tasks and
+the bundle's manifest); this one runs the suites. For one repository (:func:`~tasks.swe.synthesis.pin_source`,
+:func:`~tasks.swe.synthesis.folder_source`):
 
-1. the clean suite runs :data:`RUNS_PER_TREE` times on each backend (docker and bubblewrap by default: their
-   pytest versions and site-packages differ, so outcome sets differ), each run the whole suite;
-2. single-bug candidates (:func:`tasks.swe.synthesis.bug_candidates`, seeded) are judged one by one: the
+1. the clean suite runs :data:`~tasks.swe.synthesis.RUNS_PER_TREE` times on each backend (docker and bubblewrap
+   by default: their pytest versions and site-packages differ, so outcome sets differ), each run the whole suite;
+2. single-bug candidates (:func:`tasks.swe.bugs.bug_candidates`, seeded) are judged one by one: the
    buggy tree's whole suite runs twice on every backend, in parallel across backends, and
    :func:`tasks.swe.keep.judge_candidate` judges each backend's runs. The first run that decides a drop stops
    the candidate everywhere (more runs can only shrink FAIL_TO_PASS and PASS_TO_PASS, so an early drop is
-   final). A test is in FAIL_TO_PASS / PASS_TO_PASS only where every backend agrees (:func:`combine_judgements`);
+   final). A test is in FAIL_TO_PASS / PASS_TO_PASS only where every backend agrees
+   (:func:`~tasks.swe.synthesis.combine_judgements`);
 3. tasks with 2 or 3 bugs combine kept single bugs in different functions (SWE-smith's way of making harder
    tasks from validated bugs), and the combination is judged again. It is kept only if every one of its bugs
    still matters: the tests that bug breaks on its own meet the combination's lists, so fixing every other bug
@@ -17,16 +20,12 @@ pin of :mod:`tasks.swe.repos`, or a folder of the user's with a pytest suite):
 4. each kept bug becomes an instance (:func:`tasks.swe.instances.make_instance`) at the hint level its slot
    asks for; levels 2 and 3 quote the first FAIL_TO_PASS test's failure output on the buggy tree.
 
-Every bug run has a time limit (:data:`TIMEOUT_FACTOR` times the slowest clean run, at least
-:data:`MIN_TIMEOUT_S`); a timeout drops the candidate. The whole suite runs for every bug: a subset of test
-files would only be sound if it were known which tests can reach the mutated code, and the suites here take
-a second or two, so the early drop on the first deciding run is the speed-up instead.
-
-Which pytest configuration a run uses matters: the pins' own configuration files ask for plugins or options
-the sandbox lacks (parse's ``addopts`` wants pytest-cov, toolz's warns), so a pin runs with an empty one, as
-its suite was measured (:mod:`tasks.swe.repos`); a user's folder runs with its own by default. The choice is
-recorded in each task's ``metadata["repo_source"]["pytest_config"]`` (``"empty"`` or ``"repository"``), and
-grading must use the same.
+Every bug run has a time limit (:data:`~tasks.swe.synthesis.TIMEOUT_FACTOR` times the slowest clean run, at least
+:data:`~tasks.swe.synthesis.MIN_TIMEOUT_S`); a timeout drops the candidate. The whole suite runs for every bug: a
+subset of test files would only be sound if it were known which tests can reach the mutated code, and the suites
+here take a second or two, so the early drop on the first deciding run is the speed-up instead. Every run uses
+the pytest configuration the task records (:func:`~agentgym_envs.swe.testing.repo_pytest_config`), as grading
+does.
 
 Usage::
 
@@ -35,7 +34,8 @@ Usage::
     python -m agentgym_envs.swe.synthesize --bundle            # rebuild tasks/data/swe/ (about 20 minutes)
 
 The output is task JSONL (:func:`tasks.read_tasks`; an env's ``tasks=``), or SWE-bench instances with
-``--format swebench``; kept and dropped counts per reason and the timings are printed.
+``--format swebench``; kept and dropped counts per reason and the timings are printed. The builder's names
+(``pin_source``, ``SynthesisSettings``, ...) are importable from here too.
 
 Example:
     >>> source = pin_source("toolz")                                          # doctest: +SKIP
@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import hashlib
 import importlib.metadata
 import itertools
 import json
@@ -61,270 +59,85 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym_envs.errors import AgentgymError, SandboxUnavailableError
+from agentgym_envs.errors import SandboxUnavailableError
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits, open_sandbox
-from agentgym_envs.swe.testing import TESTBED, PytestConfig, prepare_tree, pytest_config, run_tests
+from agentgym_envs.swe.testing import TESTBED, PytestConfig, prepare_tree, repo_pytest_config, run_tests
 from tasks.errors import TaskError
 from tasks.records import Task, read_tasks
-from tasks.swe.instances import SWEInstance, difficulty_of, make_instance, pypi_source, write_instances
+from tasks.swe.instances import SWEInstance, make_instance, write_instances
 from tasks.swe.keep import Judgement, judge_candidate
-from tasks.swe.repos import RepoSpec, folder_files, library_files, pin, repository_files
-from tasks.swe.synthesis import Bug, bug_candidates, plant
+from tasks.swe.synthesis import (
+    BUNDLE_FOLDER,
+    BUNDLE_PLAN,
+    COMBINATION_TRIES,
+    DIFFICULTY_SLOTS,
+    MAX_CANDIDATES_PER_TASK,
+    MIN_TIMEOUT_S,
+    RUNS_PER_TREE,
+    SYNTHESIS_VERSION,
+    TIMEOUT_FACTOR,
+    KeptBug,
+    SuiteSource,
+    SynthesisError,
+    SynthesisReport,
+    SynthesisSettings,
+    bug_candidates,
+    bundle_entry,
+    combine_judgements,
+    drop_category,
+    every_bug_matters,
+    folder_source,
+    pin_record,
+    pin_source,
+    plant,
+    report_tasks,
+    task_plan,
+    top_level_modules,
+    write_tasks,
+)
 from tasks.swe.testrun import TestRun
 
-SYNTHESIS_VERSION = 1
-"""Bumped when the driver's choices change what a seed produces."""
+__all__ = [  # the builder's names are re-exported: scripts import them from here
+    "BUNDLE_FOLDER",
+    "BUNDLE_PLAN",
+    "CLEAN_TIMEOUT_S",
+    "DEFAULT_BACKENDS",
+    "DIFFICULTY_SLOTS",
+    "OUTPUT_TIMEOUT_S",
+    "SYNTHESIS_LIMITS",
+    "SuiteSource",
+    "SynthesisError",
+    "SynthesisReport",
+    "SynthesisSettings",
+    "Synthesizer",
+    "build_bundle",
+    "combine_judgements",
+    "drop_category",
+    "failing_output",
+    "failure_section",
+    "folder_source",
+    "main",
+    "open_backends",
+    "pin_source",
+    "refuse_installed",
+    "synthesize",
+    "task_plan",
+]
+
 DEFAULT_BACKENDS = ("docker", "bwrap")
 """The backends a synthesis runs on unless told otherwise (those of them that work here)."""
-RUNS_PER_TREE = 2
-"""Runs of the suite per tree and backend (SWE-smith's and SWE-bench's rule: two)."""
-MIN_TIMEOUT_S = 20.0
-"""The shortest time limit of a bug run."""
-TIMEOUT_FACTOR = 5.0
-"""A bug run's time limit, as a multiple of the slowest clean run."""
 CLEAN_TIMEOUT_S = 600.0
 """The time limit of a clean run."""
 OUTPUT_TIMEOUT_S = 60.0
 """The time limit of the run that records a failing test's output."""
-MAX_CANDIDATES_PER_TASK = 15
-"""A bundle build judges at most this many single-bug candidates per instance wanted."""
-COMBINATION_TRIES = 20
-"""Combinations tried for one multi-bug slot before it is given up."""
 SYNTHESIS_LIMITS = SandboxLimits(timeout_s=120.0, memory_mb=2048, pids=128, cpus=1.0, output_bytes=65_536,
                                  disk_mb=256)
 """Room for a real repository's suite (boltons writes .pyc files for 70 modules)."""
-DIFFICULTY_SLOTS: dict[int, tuple[tuple[int, int], ...]] = {
-    difficulty: tuple((level, bugs) for bugs in (1, 2, 3) for level in (3, 2, 1) if difficulty_of(level, bugs) ==
-                      difficulty)
-    for difficulty in range(1, 6)
-}
-"""Difficulty -> the ``(hint level, bugs)`` pairs that have it (:func:`tasks.swe.instances.difficulty_of`)."""
-_RUN_DROP = re.compile(r"^a run of the (\w+) tree is '(\w+)'")
-
-
-class SynthesisError(AgentgymError):
-    """A repository cannot be synthesized from: no backend works, the sandbox's Python already has its package, or
-    its clean suite does not run cleanly."""
-
-
-class LocalRepoSpec(RepoSpec):
-    """A user's repository, described like a pin so that instances can be made from it (``repo`` is
-    ``"local/<name>"``, ``version`` is ``"local"``)."""
-
-    @property
-    def repo(self) -> str:
-        """The repository's name in SWE-bench's ``repo`` field, e.g. ``"local/mylib"``."""
-        return f"local/{self.name}"
-
-
-@dataclass(frozen=True)
-class SuiteSource:
-    """A repository to synthesize from.
-
-    Attributes:
-        spec: The pin (or a :class:`LocalRepoSpec`): name, version, suite paths.
-        files: The clean tree, path -> bytes.
-        library: The files bugs may be planted in.
-        config: The pytest configuration every run uses.
-        repo_source: The tasks' ``metadata["repo_source"]``.
-    """
-
-    spec: RepoSpec
-    files: Mapping[str, bytes]
-    library: tuple[str, ...]
-    config: PytestConfig
-    repo_source: Mapping[str, Any]
-
-
-def pin_source(name: str) -> SuiteSource:
-    """A pinned repository (fetched with pip into the cache if needed), run with an empty pytest configuration.
-
-    Raises:
-        UnknownTaskError: No such pin.
-        RepoError: The sdist could not be fetched or does not match its pin.
-    """
-    spec = pin(name)
-    files = repository_files(spec)
-    library = tuple(sorted(library_files(files, spec.source_folders, spec.test_paths)))
-    return SuiteSource(spec=spec, files=files, library=library, config=PytestConfig(),
-                       repo_source={**pypi_source(spec), "pytest_config": "empty"})
-
-
-def folder_source(folder: str | Path, source_folders: Sequence[str], test_paths: Sequence[str], *,
-                  name: str | None = None, own_config: bool = True) -> SuiteSource:
-    """A repository folder of the user's.
-
-    Args:
-        folder: The repository's root.
-        source_folders: Package folders or modules bugs may be planted in, relative to the root.
-        test_paths: What pytest runs for the whole suite, relative to the root (never mutated).
-        name: The repository's short name (the folder's name when ``None``).
-        own_config: Run with the repository's pytest configuration (else an empty one).
-
-    Raises:
-        RepoError: ``folder`` is not a folder.
-        SynthesisError: No Python library file under ``source_folders``, or no ``test_paths``.
-    """
-    files = folder_files(folder)
-    library = tuple(sorted(library_files(files, source_folders, test_paths)))
-    if not library:
-        raise SynthesisError(f"expected Python library files under {list(source_folders)} in {folder}, got none")
-    if not test_paths:
-        raise SynthesisError("expected the suite's paths (e.g. tests), got none")
-    root = Path(folder).resolve()
-    spec = LocalRepoSpec(name or root.name, "local", "", "", tuple(source_folders), tuple(test_paths),
-                         suite_seconds=0.0, tests_passed=0)
-    config = pytest_config(files) if own_config else PytestConfig()
-    return SuiteSource(spec=spec, files=files, library=library, config=config,
-                       repo_source={"kind": "path", "path": str(root),
-                                    "pytest_config": "repository" if own_config else "empty"})
-
-
-@dataclass(frozen=True)
-class SynthesisSettings:
-    """What to synthesize.
-
-    Attributes:
-        count: Instances wanted.
-        seed: Seeds the candidates' order, the slots' hint levels and bug counts, and the combinations.
-        runs_per_tree: Runs of each tree per backend.
-        timeout_s: A bug run's time limit; ``None``: :data:`TIMEOUT_FACTOR` times the slowest clean run, at
-            least :data:`MIN_TIMEOUT_S`.
-        max_candidates: The most single-bug candidates judged (``None``: until the slots are filled or the
-            candidates run out).
-        difficulties: The difficulties the slots cycle through.
-    """
-
-    count: int
-    seed: int
-    runs_per_tree: int = RUNS_PER_TREE
-    timeout_s: float | None = None
-    max_candidates: int | None = None
-    difficulties: tuple[int, ...] = (1, 2, 3, 4, 5)
-
-    def __post_init__(self) -> None:
-        if self.count < 1:
-            raise SynthesisError(f"expected a count of at least 1 instance, got {self.count}")
-        if self.runs_per_tree < 1:
-            raise SynthesisError(f"expected at least 1 run per tree, got {self.runs_per_tree}")
-        unknown = sorted(set(self.difficulties) - set(DIFFICULTY_SLOTS))
-        if unknown or not self.difficulties:
-            raise SynthesisError(f"expected difficulties in {sorted(DIFFICULTY_SLOTS)}, got {self.difficulties}")
-
-
-@dataclass(frozen=True)
-class Slot:
-    """One instance to make: its hint level and number of bugs."""
-
-    level: int
-    bugs: int
-
-    @property
-    def difficulty(self) -> int:
-        """The instance's difficulty."""
-        return difficulty_of(self.level, self.bugs)
-
-
-def task_plan(count: int, rng: random.Random, difficulties: Sequence[int] = (1, 2, 3, 4, 5)) -> list[Slot]:
-    """``count`` slots whose difficulties cycle through ``difficulties``; each slot's (level, bugs) pair is drawn
-    from those of its difficulty (:data:`DIFFICULTY_SLOTS`)."""
-    return [Slot(*rng.choice(DIFFICULTY_SLOTS[difficulties[index % len(difficulties)]])) for index in range(count)]
-
-
-@dataclass(frozen=True)
-class KeptBug:
-    """A bug whose suites every backend agrees on."""
-
-    bug: Bug
-    judgement: Judgement
-
-
-@dataclass
-class SynthesisReport:
-    """What a synthesis made and dropped.
-
-    Attributes:
-        instances: The instances, in slot order.
-        slots: Each instance's slot (hint level and number of bugs).
-        candidates: Single-bug candidates judged.
-        kept_singles: Of those, the kept ones.
-        combinations: Multi-bug combinations judged.
-        dropped: Drops per reason (single candidates and combinations).
-        seconds: Wall time per phase (``clean``, ``judging``, ``output``, ``total``).
-        timeout_s: The bug runs' time limit.
-        backends: The backends every tree ran on.
-    """
-
-    instances: list[SWEInstance] = field(default_factory=list)
-    slots: list[Slot] = field(default_factory=list)
-    candidates: int = 0
-    kept_singles: int = 0
-    combinations: int = 0
-    dropped: Counter[str] = field(default_factory=Counter)
-    seconds: Counter[str] = field(default_factory=Counter)
-    timeout_s: float = 0.0
-    backends: tuple[str, ...] = ()
-
-    @property
-    def keep_rate(self) -> float:
-        """Kept single-bug candidates over those judged."""
-        return self.kept_singles / self.candidates if self.candidates else 0.0
-
-    def summary(self) -> str:
-        """A few lines for a person: counts, drops per reason, timings."""
-        levels = Counter(instance.difficulty for instance in self.instances)
-        lines = [f"instances: {len(self.instances)} (per difficulty: {dict(sorted(levels.items()))}) on "
-                 f"{', '.join(self.backends)}",
-                 f"single-bug candidates: {self.candidates} judged, {self.kept_singles} kept "
-                 f"(keep rate {self.keep_rate:.0%}); combinations judged: {self.combinations}",
-                 f"bug-run time limit: {self.timeout_s:.0f} s"]
-        lines += [f"dropped ({count}): {reason}" for reason, count in self.dropped.most_common()]
-        lines.append("seconds: " + ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in self.seconds.items()))
-        return "\n".join(lines)
-
-
-def drop_category(reason: str) -> str:
-    """A judgement's reason as a countable category: ``"timeout"`` / ``"error"`` for a run that is not ok (the
-    detail differs per run), the reason itself otherwise."""
-    match = _RUN_DROP.match(reason)
-    return f"{match.group(2)} run with the bug" if match else reason
-
-
-def combine_judgements(judgements: Sequence[Judgement]) -> Judgement:
-    """One verdict from every backend's: the first drop if any; else the tests every backend agrees on.
-
-    FAIL_TO_PASS and PASS_TO_PASS are the intersections of the backends' lists; flaky tests are their union.
-    Kept only if both intersections are non-empty.
-
-    Raises:
-        SynthesisError: No judgement.
-    """
-    if not judgements:
-        raise SynthesisError("expected a judgement per backend, got none")
-    dropped = [judgement for judgement in judgements if not judgement.kept]
-    if dropped:
-        return dropped[0]
-    fail_to_pass = set.intersection(*(set(judgement.fail_to_pass) for judgement in judgements))
-    pass_to_pass = set.intersection(*(set(judgement.pass_to_pass) for judgement in judgements))
-    flaky = set().union(*(judgement.flaky for judgement in judgements))
-    reason = ("kept" if fail_to_pass and pass_to_pass
-              else "the backends agree on no FAIL_TO_PASS test" if not fail_to_pass
-              else "the backends agree on no PASS_TO_PASS test")
-    return Judgement(kept=reason == "kept", fail_to_pass=tuple(sorted(fail_to_pass)),
-                     pass_to_pass=tuple(sorted(pass_to_pass)), flaky=tuple(sorted(flaky)), reason=reason)
-
-
-def every_bug_matters(combined: Judgement, parts: Sequence[KeptBug]) -> bool:
-    """Whether each part's own FAIL_TO_PASS meets the combination's lists (so fixing the other bugs alone leaves a
-    listed test failing)."""
-    listed = set(combined.fail_to_pass) | set(combined.pass_to_pass)
-    return all(listed & set(part.judgement.fail_to_pass) for part in parts)
 
 
 OUTPUT_CELL = r'''
@@ -419,6 +232,7 @@ class Synthesizer:
     def __init__(self, source: SuiteSource, settings: SynthesisSettings, sandboxes: Mapping[str, KernelSandbox],
                  log: Callable[[str], object]) -> None:
         self.source = source
+        self.config = repo_pytest_config(source.repo_source, source.files)
         self.settings = settings
         self.sandboxes = dict(sandboxes)
         self.log = log
@@ -462,7 +276,7 @@ class Synthesizer:
         self._timed("clean", started)
 
     def _suite_run(self, sandbox: KernelSandbox, timeout_s: float) -> TestRun:
-        return run_tests(sandbox, None, timeout_s=timeout_s, config=self.source.config,
+        return run_tests(sandbox, None, timeout_s=timeout_s, config=self.config,
                          suite_paths=self.source.spec.test_paths)
 
     def _judge_on(self, backend: str, tree: Mapping[str, bytes], stop: threading.Event) -> Judgement | None:
@@ -579,7 +393,7 @@ class Synthesizer:
         if level > 1:
             backend = next(iter(self.sandboxes))
             prepare_tree(self.sandboxes[backend], kept.bug.buggy_tree(self.source.files))
-            output = failing_output(self.sandboxes[backend], kept.judgement.fail_to_pass[0], self.source.config)
+            output = failing_output(self.sandboxes[backend], kept.judgement.fail_to_pass[0], self.config)
         self._timed("output", started)
         return make_instance(self.source.spec, self.source.files, kept.bug, kept.judgement, level=level,
                              failing_output=output)
@@ -604,6 +418,8 @@ def synthesize(source: SuiteSource, settings: SynthesisSettings, sandboxes: Mapp
     """
     if not sandboxes:
         raise SynthesisError("expected at least one sandbox to run the suites in, got none")
+    if not source.spec.test_paths:
+        raise SynthesisError(f"expected the suite's paths of {source.spec.repo} (e.g. tests), got none")
     refuse_installed(source, sandboxes)
     started = time.monotonic()
     synthesizer = Synthesizer(source, settings, sandboxes, log)
@@ -631,11 +447,6 @@ del _agentrl_util, _agentrl_json
 """A cell that prints, after a marker, where the sandbox's Python finds each of ``names`` (None: nowhere)."""
 
 
-def top_level_modules(library: Iterable[str]) -> list[str]:
-    """The importable top-level names of a repository's library files (``toolz/itertoolz.py`` -> ``toolz``)."""
-    return sorted({path.split("/", 1)[0].removesuffix(".py") for path in library})
-
-
 def refuse_installed(source: SuiteSource, sandboxes: Mapping[str, KernelSandbox]) -> None:
     """Refuse a repository whose package the sandbox's Python can already import.
 
@@ -659,63 +470,6 @@ def refuse_installed(source: SuiteSource, sandboxes: Mapping[str, KernelSandbox]
                 f"expected a repository the {backend} sandbox's Python does not have, got {source.spec.repo} whose "
                 f"modules it imports from {found}: the installed release would be the fix of every planted bug; "
                 "choose another repository")
-
-
-def report_tasks(source: SuiteSource, report: SynthesisReport) -> list[Task]:
-    """A report's instances as tasks (family ``"synthetic"``, with ``repo_source``), their slot's ``hint_level`` and
-    ``bugs`` added to the metadata."""
-    tasks = []
-    for instance, slot in zip(report.instances, report.slots, strict=True):
-        task = instance.to_task(source.repo_source, family="synthetic")
-        tasks.append(dataclasses.replace(task, metadata={**task.metadata, "hint_level": slot.level,
-                                                         "bugs": slot.bugs}))
-    return tasks
-
-
-def write_tasks(tasks: Sequence[Task], path: str | Path) -> None:
-    """Write tasks as JSONL (:func:`tasks.read_tasks` reads it; an env takes it as ``tasks=``)."""
-    Path(path).write_text("".join(task.to_json() + "\n" for task in tasks), encoding="utf-8")
-
-
-
-BUNDLE_PLAN: dict[str, tuple[tuple[str, int, int], ...]] = {
-    "test": (("parse", 15, 302), ("inflection", 20, 201)),
-    "dev": (("tabulate", 15, 102),),
-    "train": (("toolz", 40, 101),),
-}
-"""Split -> (pin, instances, seed) per repository. The splits are disjoint by repository, so no split's code is
-seen in another. test holds the two fastest suites (parse and inflection, about 0.3 s a run) so that
-re-validating its instances in CI stays quick; dev tabulate (1.5 s); train toolz's 14 modules (0.8 s). six is
-not used although it is pinned: the sandbox's Python has it installed (Debian's python3-six, the host's for
-bwrap), so its release is every bug's fix in plain sight (:func:`refuse_installed`). boltons (2.4 s a run) is
-left out: with about one candidate in five kept and every tree run twice on two backends, its 30 instances alone
-would take longer than the rest of the build.
-Sizes are what a build of under half an hour on two cores allows; ``python -m agentgym_envs.swe.synthesize``
-makes as many more as you like from any pin or folder."""
-BUNDLE_FOLDER = Path(__file__).resolve().parents[2] / "tasks" / "data" / "swe"
-"""The bundle in a source checkout."""
-
-
-def bundle_entry(tasks: Sequence[Task], file: str, repos: Sequence[str]) -> dict[str, Any]:
-    """A split's manifest entry: file, sha256, count, repositories, and counts per difficulty, level and bugs."""
-    data = "".join(task.to_json() + "\n" for task in tasks).encode("utf-8")
-    return {"file": file, "sha256": hashlib.sha256(data).hexdigest(), "count": len(tasks), "repos": list(repos),
-            "per_difficulty": _counts(task.difficulty for task in tasks),
-            "per_hint_level": _counts(task.metadata["hint_level"] for task in tasks),
-            "per_bugs": _counts(task.metadata["bugs"] for task in tasks)}
-
-
-def _counts(values: Iterable[int]) -> dict[str, int]:
-    return {str(value): count for value, count in sorted(Counter(values).items())}
-
-
-def _pin_record(source: SuiteSource, report: SynthesisReport, split: str, seed: int) -> dict[str, Any]:
-    return {"split": split, "version": source.spec.version, "sha256": source.spec.sha256, "seed": seed,
-            "instances": len(report.instances), "candidates": report.candidates,
-            "kept_singles": report.kept_singles, "keep_rate": round(report.keep_rate, 3),
-            "combinations": report.combinations, "dropped": dict(sorted(report.dropped.items())),
-            "bug_run_timeout_s": round(report.timeout_s, 1),
-            "seconds": {phase: round(seconds, 1) for phase, seconds in report.seconds.items()}}
 
 
 def build_bundle(folder: Path, sandboxes: Mapping[str, KernelSandbox], *,
@@ -759,7 +513,7 @@ def _pin_tasks(partial: Path, split: str, name: str, count: int, seed: int, sand
                                                   count), sandboxes, log=log)
     log(f"{split}/{name}:\n{report.summary()}")
     tasks = report_tasks(source, report)
-    record = _pin_record(source, report, split, seed)
+    record = pin_record(source, report, split, seed)
     write_tasks(tasks, tasks_file)
     record_file.write_text(json.dumps(record), encoding="utf-8")
     return tasks, record

@@ -210,6 +210,17 @@ def pytest_config(files: Mapping[str, bytes]) -> PytestConfig:
     return PytestConfig()
 
 
+def repo_pytest_config(repo_source: Mapping[str, Any], files: Mapping[str, bytes]) -> PytestConfig:
+    """The pytest configuration a task's tests run with, by ``repo_source["pytest_config"]``, at synthesis and grading.
+
+    ``"empty"`` (a pin's own configuration may ask for plugins the sandbox lacks) or ``"repository"``
+    (:func:`pytest_config` of ``files``, the host's copy); when absent, empty for a pin and the repository's for a
+    folder.
+    """
+    choice = repo_source.get("pytest_config", "empty" if repo_source.get("kind") == "pypi" else "repository")
+    return pytest_config(files) if choice == "repository" else PytestConfig()
+
+
 def is_cache_path(path: str) -> bool:
     """True for byte-code and pytest caches, which never belong to a patch."""
     return path.endswith(".pyc") or any(part in CACHE_DIRS for part in PurePosixPath(path).parts)

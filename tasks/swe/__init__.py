@@ -6,20 +6,23 @@
   (:mod:`tasks.swe.repos`): the real repositories, pinned PyPI sdists fetched into a cache, as path -> bytes.
 * :data:`OPERATORS`, :func:`find_sites`, :func:`apply_sites`, :func:`candidates` (:mod:`tasks.swe.mutations`):
   SWE-smith-style bug operators on libcst; :func:`diff_trees`, :func:`apply_patch` (:mod:`tasks.swe.patches`).
-* :class:`Bug`, :func:`plant`, :func:`bug_candidates` (:mod:`tasks.swe.synthesis`): candidate bugs as patches.
+* :class:`Bug`, :func:`plant`, :func:`bug_candidates` (:mod:`tasks.swe.bugs`): candidate bugs as patches.
+* :func:`pin_source`, :func:`folder_source`, :func:`task_plan`, :func:`report_tasks` (:mod:`tasks.swe.synthesis`):
+  the one SWE task builder, everything but the suite runs (:mod:`agentgym_envs.swe.synthesize` runs them).
 * :func:`judge_candidate` (:mod:`tasks.swe.keep`): FAIL_TO_PASS / PASS_TO_PASS from two clean and two buggy runs.
 * :func:`problem_statement` (:mod:`tasks.swe.statements`): the statement at hint level 1, 2 or 3.
 * :class:`SWEInstance`, :func:`make_instance`, :func:`load_swebench` (:mod:`tasks.swe.instances`): SWE-bench's
   instance fields, as tasks. ``python -m tasks.swe`` fetches the pins and writes candidate bugs.
 """
 
+from tasks.swe.bugs import Bug, bug_candidates, plant
 from tasks.swe.instances import SWEInstance, instance_from_task, load_swebench, make_instance, read_instances
 from tasks.swe.keep import Judgement, judge_candidate
 from tasks.swe.mutations import OPERATORS, MutationError, Site, apply_sites, candidates, find_sites
 from tasks.swe.patches import PatchError, apply_patch, diff_trees
 from tasks.swe.repos import PINS, RepoError, RepoSpec, fetch_sdist, folder_files, library_files, pin, repository_files
 from tasks.swe.statements import HINT_LEVELS, problem_statement
-from tasks.swe.synthesis import Bug, bug_candidates, plant
+from tasks.swe.synthesis import SynthesisError, folder_source, pin_source, report_tasks, task_plan
 from tasks.swe.testrun import OUTCOMES, STATUSES, TestRun, TestRunError, parse_junit_xml
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "RepoSpec",
     "SWEInstance",
     "Site",
+    "SynthesisError",
     "TestRun",
     "TestRunError",
     "apply_patch",
@@ -46,6 +50,7 @@ __all__ = [
     "fetch_sdist",
     "find_sites",
     "folder_files",
+    "folder_source",
     "instance_from_task",
     "judge_candidate",
     "library_files",
@@ -53,8 +58,11 @@ __all__ = [
     "make_instance",
     "parse_junit_xml",
     "pin",
+    "pin_source",
     "plant",
     "problem_statement",
     "read_instances",
+    "report_tasks",
     "repository_files",
+    "task_plan",
 ]

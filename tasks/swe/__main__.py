@@ -8,8 +8,10 @@ Usage::
     python -m tasks.swe candidates --path ~/src/mylib --source mylib --tests tests --seed 7 --out bugs.jsonl
 
 ``candidates`` writes one JSON object a line: ``sites`` (path, operator, line, function, description),
-``bug_patch`` and ``fix_patch``. Nothing here runs a test suite: the env layer runs each candidate's suite in
-a sandbox and keeps those that :func:`tasks.swe.keep.judge_candidate` keeps.
+``bug_patch`` and ``fix_patch``. The repository is read as the SWE task builder reads it
+(:func:`tasks.swe.synthesis.pin_source`, :func:`~tasks.swe.synthesis.folder_source`). Nothing here runs a test
+suite: ``python -m agentgym_envs.swe.synthesize`` runs each candidate's suite in a sandbox and keeps those that
+:func:`tasks.swe.keep.judge_candidate` keeps.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tasks.errors import TaskError
+from tasks.swe.bugs import Bug, bug_candidates
 from tasks.swe.mutations import OPERATORS
-from tasks.swe.repos import PINS, fetch_sdist, folder_files, library_files, pin, repository_files
-from tasks.swe.synthesis import Bug, bug_candidates
+from tasks.swe.repos import PINS, fetch_sdist, pin
+from tasks.swe.synthesis import folder_source, pin_source
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,17 +63,13 @@ def _bug_record(bug: Bug) -> dict[str, object]:
 
 def _candidates(args: argparse.Namespace) -> None:
     if args.pin:
-        spec = pin(args.pin)
-        files = repository_files(spec)
-        library = library_files(files, spec.source_folders, spec.test_paths)
+        source = pin_source(args.pin)
     else:
         if not args.source:
             raise TaskError("expected --source (a package folder or module to mutate) with --path, got none")
-        files = folder_files(args.path)
-        library = library_files(files, args.source, args.tests)
-    if not library:
-        raise TaskError("expected Python library files to mutate, got none under the given source folders")
-    bugs = bug_candidates(files, library, random.Random(args.seed), bugs=args.bugs, operators=args.operator)
+        source = folder_source(args.path, args.source, args.tests)
+    bugs = bug_candidates(source.files, source.library, random.Random(args.seed), bugs=args.bugs,
+                          operators=args.operator)
     records = [_bug_record(bug) for bug in itertools.islice(bugs, args.count)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(record, sort_keys=True) + "\n" for record in records), encoding="utf-8")

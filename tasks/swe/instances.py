@@ -35,10 +35,10 @@ from typing import Any
 
 from tasks.errors import TaskError
 from tasks.records import Task
+from tasks.swe.bugs import Bug
 from tasks.swe.keep import Judgement
 from tasks.swe.repos import RepoSpec
 from tasks.swe.statements import problem_statement
-from tasks.swe.synthesis import Bug
 
 ENV = "SWE"
 SWEBENCH_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS",

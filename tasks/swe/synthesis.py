@@ -1,135 +1,377 @@
-"""Candidate bugs for a repository: one or several mutation sites, as the patch that plants them and its reverse.
+"""The SWE task builder: how a repository becomes SWE tasks, everything but running its test suite.
 
-This is the part of SWE-smith's pipeline that needs no test run. A :class:`Bug` holds its sites and two
-patches: ``bug_patch`` turns the clean tree into the buggy one, and ``fix_patch`` (its reverse) is the
-reference fix. The env layer runs each candidate's suite twice per tree and judges it with
-:func:`tasks.swe.keep.judge_candidate`; a kept one becomes an instance (:func:`tasks.swe.instances.make_instance`).
+One builder serves the bundled SWE splits, ``python -m agentgym_envs.swe.synthesize`` and ``python -m tasks.swe
+candidates``. For one repository (:func:`pin_source`, a pin of :mod:`tasks.swe.repos`; :func:`folder_source`, a
+folder of the user's):
 
-Several bugs in one task (the harder levels) are sites in different functions, possibly in different files.
+1. candidate bugs are drawn, seeded (:func:`bug_candidates`, :mod:`tasks.swe.bugs`);
+2. the env layer (:mod:`agentgym_envs.swe.synthesize`) runs the suite :data:`RUNS_PER_TREE` times per tree on each
+   backend and judges every run with :func:`tasks.swe.keep.judge_candidate`; a bug is kept only where every backend
+   agrees (:func:`combine_judgements`), and a combination of kept bugs only if every one of its bugs still matters
+   (:func:`every_bug_matters`);
+3. the instances wanted are slots of a hint level and a number of bugs whose difficulties cycle (:func:`task_plan`);
+   each kept bug becomes an instance (:func:`tasks.swe.instances.make_instance`) and a task (:func:`report_tasks`);
+4. the bundle (:data:`BUNDLE_PLAN`, written to :data:`BUNDLE_FOLDER`) records each split as :func:`bundle_entry`
+   and each repository as :func:`pin_record`.
+
+Which pytest configuration a run uses matters: the pins' own configuration files ask for plugins or options
+the sandbox lacks (parse's ``addopts`` wants pytest-cov, toolz's warns), so a pin runs with an empty one, as
+its suite was measured (:mod:`tasks.swe.repos`); a user's folder runs with its own by default. The choice is
+recorded in each task's ``metadata["repo_source"]["pytest_config"]`` (``"empty"`` or ``"repository"``), and
+grading uses the same.
 
 Example:
-    >>> files = {"calc.py": b"def half(x):\\n    return x // 2\\n"}
-    >>> bug = next(bug_candidates(files, ["calc.py"], random.Random(0), operators=["change_arithmetic"]))
-    >>> bug.descriptions
-    ("changed '//' to '/' in half (line 2)",)
-    >>> apply_patch(bug.buggy_tree(files), bug.fix_patch) == files
-    True
+    >>> settings = SynthesisSettings(count=10, seed=0)
+    >>> [slot.difficulty for slot in task_plan(settings.count, random.Random(settings.seed))]
+    [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from tasks.errors import TaskError
-from tasks.swe.mutations import Site, apply_sites, candidates
-from tasks.swe.patches import apply_patch, diff_trees
+from tasks.records import Task
+from tasks.swe.bugs import Bug, bug_candidates, plant
+from tasks.swe.instances import SWEInstance, difficulty_of, pypi_source
+from tasks.swe.keep import Judgement
+from tasks.swe.repos import RepoSpec, folder_files, library_files, pin, repository_files
+
+__all__ = [
+    "BUNDLE_FOLDER",
+    "BUNDLE_PLAN",
+    "COMBINATION_TRIES",
+    "DIFFICULTY_SLOTS",
+    "MAX_CANDIDATES_PER_TASK",
+    "MIN_TIMEOUT_S",
+    "RUNS_PER_TREE",
+    "SYNTHESIS_VERSION",
+    "TIMEOUT_FACTOR",
+    "Bug",
+    "KeptBug",
+    "LocalRepoSpec",
+    "Slot",
+    "SuiteSource",
+    "SynthesisError",
+    "SynthesisReport",
+    "SynthesisSettings",
+    "bug_candidates",
+    "bundle_entry",
+    "combine_judgements",
+    "drop_category",
+    "every_bug_matters",
+    "folder_source",
+    "pin_record",
+    "pin_source",
+    "plant",
+    "report_tasks",
+    "task_plan",
+    "top_level_modules",
+    "write_tasks",
+]
+
+SYNTHESIS_VERSION = 1
+"""Bumped when the driver's choices change what a seed produces."""
+RUNS_PER_TREE = 2
+"""Runs of the suite per tree and backend (SWE-smith's and SWE-bench's rule: two)."""
+MIN_TIMEOUT_S = 20.0
+"""The shortest time limit of a bug run."""
+TIMEOUT_FACTOR = 5.0
+"""A bug run's time limit, as a multiple of the slowest clean run."""
+MAX_CANDIDATES_PER_TASK = 15
+"""A bundle build judges at most this many single-bug candidates per instance wanted."""
+COMBINATION_TRIES = 20
+"""Combinations tried for one multi-bug slot before it is given up."""
+DIFFICULTY_SLOTS: dict[int, tuple[tuple[int, int], ...]] = {
+    difficulty: tuple((level, bugs) for bugs in (1, 2, 3) for level in (3, 2, 1) if difficulty_of(level, bugs) ==
+                      difficulty)
+    for difficulty in range(1, 6)
+}
+"""Difficulty -> the ``(hint level, bugs)`` pairs that have it (:func:`tasks.swe.instances.difficulty_of`)."""
+_RUN_DROP = re.compile(r"^a run of the (\w+) tree is '(\w+)'")
+
+
+class SynthesisError(TaskError):
+    """A repository cannot be synthesized from: no Python library file or suite, no backend works, the sandbox's
+    Python already has its package, or its clean suite does not run cleanly."""
+
+
+class LocalRepoSpec(RepoSpec):
+    """A user's repository, described like a pin so that instances can be made from it (``repo`` is
+    ``"local/<name>"``, ``version`` is ``"local"``)."""
+
+    @property
+    def repo(self) -> str:
+        """The repository's name in SWE-bench's ``repo`` field, e.g. ``"local/mylib"``."""
+        return f"local/{self.name}"
 
 
 @dataclass(frozen=True)
-class Bug:
-    """One candidate bug (one or several sites).
+class SuiteSource:
+    """A repository to synthesize from.
 
     Attributes:
-        sites: ``(path, site)`` pairs, in path then line order.
-        bug_patch: The diff from the clean tree to the buggy one.
-        fix_patch: The diff from the buggy tree to the clean one (the reference fix).
+        spec: The pin (or a :class:`LocalRepoSpec`): name, version, suite paths.
+        files: The clean tree, path -> bytes.
+        library: The files bugs may be planted in.
+        repo_source: The tasks' ``metadata["repo_source"]``; its ``"pytest_config"`` (``"empty"`` or
+            ``"repository"``) says which pytest configuration every run uses.
     """
 
-    sites: tuple[tuple[str, Site], ...]
-    bug_patch: str
-    fix_patch: str
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        """The file of each site."""
-        return tuple(path for path, _ in self.sites)
-
-    @property
-    def functions(self) -> tuple[str, ...]:
-        """The function of each site."""
-        return tuple(site.function for _, site in self.sites)
-
-    @property
-    def descriptions(self) -> tuple[str, ...]:
-        """What each site changed (never shown to an agent)."""
-        return tuple(site.description for _, site in self.sites)
-
-    def buggy_tree(self, files: Mapping[str, bytes]) -> dict[str, bytes]:
-        """The clean tree ``files`` with the bug planted."""
-        return apply_patch(files, self.bug_patch)
+    spec: RepoSpec
+    files: Mapping[str, bytes]
+    library: tuple[str, ...]
+    repo_source: Mapping[str, Any]
 
 
-def plant(files: Mapping[str, bytes], sites: Sequence[tuple[str, Site]]) -> Bug:
-    """The bug made of these sites (found in ``files``), with its two patches.
+def pin_source(name: str) -> SuiteSource:
+    """A pinned repository (fetched with pip into the cache if needed), run with an empty pytest configuration.
 
     Raises:
-        TaskError: A site's file is not in ``files``, or the sites do not plant (overlap, bad result).
+        UnknownTaskError: No such pin.
+        RepoError: The sdist could not be fetched or does not match its pin.
     """
-    missing = sorted({path for path, _ in sites} - set(files))
-    if missing:
-        raise TaskError(f"expected the sites' files in the tree, got {missing} missing")
-    ordered = tuple(sorted(sites, key=lambda pair: (pair[0], pair[1].line, pair[1].node)))
-    buggy = dict(files)
-    for path in sorted({path for path, _ in ordered}):
-        source = files[path].decode("utf-8")
-        buggy[path] = apply_sites(source, [site for where, site in ordered if where == path]).encode("utf-8")
-    return Bug(sites=ordered, bug_patch=diff_trees(files, buggy), fix_patch=diff_trees(buggy, files))
+    spec = pin(name)
+    files = repository_files(spec)
+    library = tuple(sorted(library_files(files, spec.source_folders, spec.test_paths)))
+    return SuiteSource(spec=spec, files=files, library=library,
+                       repo_source={**pypi_source(spec), "pytest_config": "empty"})
 
 
-def bug_candidates(files: Mapping[str, bytes], library: Iterable[str], rng: random.Random, *, bugs: int = 1,
-                   operators: Iterable[str] | None = None, sites_per_file: int | None = 50) -> Iterator[Bug]:
-    """Candidate bugs in an order drawn from ``rng`` (the same tree and seed give the same sequence).
-
-    Each candidate has ``bugs`` sites, each in a different function; the files are visited in a shuffled
-    order, and each file's sites come from :func:`tasks.swe.mutations.candidates`.
+def folder_source(folder: str | Path, source_folders: Sequence[str], test_paths: Sequence[str], *,
+                  name: str | None = None, own_config: bool = True) -> SuiteSource:
+    """A repository folder of the user's.
 
     Args:
-        files: The clean tree.
-        library: The paths bugs may be planted in (:func:`tasks.swe.repos.library_files`).
-        rng: The random generator.
-        bugs: Sites per candidate (the number of bugs of a task).
-        operators: Operator names; all when ``None``.
-        sites_per_file: The most sites drawn from one file (``None``: all).
+        folder: The repository's root.
+        source_folders: Package folders or modules bugs may be planted in, relative to the root.
+        test_paths: What pytest runs for the whole suite, relative to the root (never mutated; needed to run it).
+        name: The repository's short name (the folder's name when ``None``).
+        own_config: Run with the repository's pytest configuration (else an empty one).
 
     Raises:
-        TaskError: ``bugs`` is below 1.
+        RepoError: ``folder`` is not a folder.
+        SynthesisError: No Python library file under ``source_folders``.
     """
-    if bugs < 1:
-        raise TaskError(f"expected at least 1 bug per candidate, got {bugs}")
-    pool = _site_pool(files, sorted(library), rng, operators, sites_per_file)
-    while len(pool) >= bugs:
-        chosen = _take_distinct_functions(pool, bugs)
-        if chosen is None:
-            return
-        yield plant(files, chosen)
+    files = folder_files(folder)
+    library = tuple(sorted(library_files(files, source_folders, test_paths)))
+    if not library:
+        raise SynthesisError(f"expected Python library files under {list(source_folders)} in {folder}, got none")
+    root = Path(folder).resolve()
+    spec = LocalRepoSpec(name or root.name, "local", "", "", tuple(source_folders), tuple(test_paths),
+                         suite_seconds=0.0, tests_passed=0)
+    return SuiteSource(spec=spec, files=files, library=library,
+                       repo_source={"kind": "path", "path": str(root),
+                                    "pytest_config": "repository" if own_config else "empty"})
 
 
-def _site_pool(files: Mapping[str, bytes], library: list[str], rng: random.Random, operators: Iterable[str] | None,
-               sites_per_file: int | None) -> list[tuple[str, Site]]:
-    """Sites of all library files, interleaved file by file in a shuffled file order."""
-    rng.shuffle(library)
-    operator_names = None if operators is None else list(operators)
-    per_file = [[(path, site) for site in candidates(files[path].decode("utf-8"), rng, operators=operator_names,
-                                                     limit=sites_per_file)] for path in library]
-    return [queue[index] for index in range(max(map(len, per_file), default=0)) for queue in per_file
-            if index < len(queue)]
+@dataclass(frozen=True)
+class SynthesisSettings:
+    """What to synthesize.
+
+    Attributes:
+        count: Instances wanted.
+        seed: Seeds the candidates' order, the slots' hint levels and bug counts, and the combinations.
+        runs_per_tree: Runs of each tree per backend.
+        timeout_s: A bug run's time limit; ``None``: :data:`TIMEOUT_FACTOR` times the slowest clean run, at
+            least :data:`MIN_TIMEOUT_S`.
+        max_candidates: The most single-bug candidates judged (``None``: until the slots are filled or the
+            candidates run out).
+        difficulties: The difficulties the slots cycle through.
+    """
+
+    count: int
+    seed: int
+    runs_per_tree: int = RUNS_PER_TREE
+    timeout_s: float | None = None
+    max_candidates: int | None = None
+    difficulties: tuple[int, ...] = (1, 2, 3, 4, 5)
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise SynthesisError(f"expected a count of at least 1 instance, got {self.count}")
+        if self.runs_per_tree < 1:
+            raise SynthesisError(f"expected at least 1 run per tree, got {self.runs_per_tree}")
+        unknown = sorted(set(self.difficulties) - set(DIFFICULTY_SLOTS))
+        if unknown or not self.difficulties:
+            raise SynthesisError(f"expected difficulties in {sorted(DIFFICULTY_SLOTS)}, got {self.difficulties}")
 
 
-def _take_distinct_functions(pool: list[tuple[str, Site]], bugs: int) -> list[tuple[str, Site]] | None:
-    """Remove and return the first ``bugs`` sites of the pool in pairwise different functions and lines."""
-    chosen: list[tuple[str, Site]] = []
-    for pair in list(pool):
-        if all(_apart(pair, other) for other in chosen):
-            chosen.append(pair)
-            pool.remove(pair)
-            if len(chosen) == bugs:
-                return chosen
-    return None
+@dataclass(frozen=True)
+class Slot:
+    """One instance to make: its hint level and number of bugs."""
+
+    level: int
+    bugs: int
+
+    @property
+    def difficulty(self) -> int:
+        """The instance's difficulty."""
+        return difficulty_of(self.level, self.bugs)
 
 
-def _apart(first: tuple[str, Site], second: tuple[str, Site]) -> bool:
-    """Whether two sites are in different functions and, in one file, on different lines."""
-    (path, site), (other_path, other) = first, second
-    return path != other_path or (site.function != other.function and not site.overlaps(other))
+def task_plan(count: int, rng: random.Random, difficulties: Sequence[int] = (1, 2, 3, 4, 5)) -> list[Slot]:
+    """``count`` slots whose difficulties cycle through ``difficulties``; each slot's (level, bugs) pair is drawn
+    from those of its difficulty (:data:`DIFFICULTY_SLOTS`)."""
+    return [Slot(*rng.choice(DIFFICULTY_SLOTS[difficulties[index % len(difficulties)]])) for index in range(count)]
+
+
+@dataclass(frozen=True)
+class KeptBug:
+    """A bug whose suites every backend agrees on."""
+
+    bug: Bug
+    judgement: Judgement
+
+
+@dataclass
+class SynthesisReport:
+    """What a synthesis made and dropped.
+
+    Attributes:
+        instances: The instances, in slot order.
+        slots: Each instance's slot (hint level and number of bugs).
+        candidates: Single-bug candidates judged.
+        kept_singles: Of those, the kept ones.
+        combinations: Multi-bug combinations judged.
+        dropped: Drops per reason (single candidates and combinations).
+        seconds: Wall time per phase (``clean``, ``judging``, ``output``, ``total``).
+        timeout_s: The bug runs' time limit.
+        backends: The backends every tree ran on.
+    """
+
+    instances: list[SWEInstance] = field(default_factory=list)
+    slots: list[Slot] = field(default_factory=list)
+    candidates: int = 0
+    kept_singles: int = 0
+    combinations: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    seconds: Counter[str] = field(default_factory=Counter)
+    timeout_s: float = 0.0
+    backends: tuple[str, ...] = ()
+
+    @property
+    def keep_rate(self) -> float:
+        """Kept single-bug candidates over those judged."""
+        return self.kept_singles / self.candidates if self.candidates else 0.0
+
+    def summary(self) -> str:
+        """A few lines for a person: counts, drops per reason, timings."""
+        levels = Counter(instance.difficulty for instance in self.instances)
+        lines = [f"instances: {len(self.instances)} (per difficulty: {dict(sorted(levels.items()))}) on "
+                 f"{', '.join(self.backends)}",
+                 f"single-bug candidates: {self.candidates} judged, {self.kept_singles} kept "
+                 f"(keep rate {self.keep_rate:.0%}); combinations judged: {self.combinations}",
+                 f"bug-run time limit: {self.timeout_s:.0f} s"]
+        lines += [f"dropped ({count}): {reason}" for reason, count in self.dropped.most_common()]
+        lines.append("seconds: " + ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in self.seconds.items()))
+        return "\n".join(lines)
+
+
+def drop_category(reason: str) -> str:
+    """A judgement's reason as a countable category: ``"timeout"`` / ``"error"`` for a run that is not ok (the
+    detail differs per run), the reason itself otherwise."""
+    match = _RUN_DROP.match(reason)
+    return f"{match.group(2)} run with the bug" if match else reason
+
+
+def combine_judgements(judgements: Sequence[Judgement]) -> Judgement:
+    """One verdict from every backend's: the first drop if any; else the tests every backend agrees on.
+
+    FAIL_TO_PASS and PASS_TO_PASS are the intersections of the backends' lists; flaky tests are their union.
+    Kept only if both intersections are non-empty.
+
+    Raises:
+        SynthesisError: No judgement.
+    """
+    if not judgements:
+        raise SynthesisError("expected a judgement per backend, got none")
+    dropped = [judgement for judgement in judgements if not judgement.kept]
+    if dropped:
+        return dropped[0]
+    fail_to_pass = set.intersection(*(set(judgement.fail_to_pass) for judgement in judgements))
+    pass_to_pass = set.intersection(*(set(judgement.pass_to_pass) for judgement in judgements))
+    flaky = set().union(*(judgement.flaky for judgement in judgements))
+    reason = ("kept" if fail_to_pass and pass_to_pass
+              else "the backends agree on no FAIL_TO_PASS test" if not fail_to_pass
+              else "the backends agree on no PASS_TO_PASS test")
+    return Judgement(kept=reason == "kept", fail_to_pass=tuple(sorted(fail_to_pass)),
+                     pass_to_pass=tuple(sorted(pass_to_pass)), flaky=tuple(sorted(flaky)), reason=reason)
+
+
+def every_bug_matters(combined: Judgement, parts: Sequence[KeptBug]) -> bool:
+    """Whether each part's own FAIL_TO_PASS meets the combination's lists (so fixing the other bugs alone leaves a
+    listed test failing)."""
+    listed = set(combined.fail_to_pass) | set(combined.pass_to_pass)
+    return all(listed & set(part.judgement.fail_to_pass) for part in parts)
+
+
+def top_level_modules(library: Iterable[str]) -> list[str]:
+    """The importable top-level names of a repository's library files (``toolz/itertoolz.py`` -> ``toolz``)."""
+    return sorted({path.split("/", 1)[0].removesuffix(".py") for path in library})
+
+
+def report_tasks(source: SuiteSource, report: SynthesisReport) -> list[Task]:
+    """A report's instances as tasks (family ``"synthetic"``, with ``repo_source``), their slot's ``hint_level`` and
+    ``bugs`` added to the metadata."""
+    tasks = []
+    for instance, slot in zip(report.instances, report.slots, strict=True):
+        task = instance.to_task(source.repo_source, family="synthetic")
+        tasks.append(dataclasses.replace(task, metadata={**task.metadata, "hint_level": slot.level,
+                                                         "bugs": slot.bugs}))
+    return tasks
+
+
+def write_tasks(tasks: Sequence[Task], path: str | Path) -> None:
+    """Write tasks as JSONL (:func:`tasks.read_tasks` reads it; an env takes it as ``tasks=``)."""
+    Path(path).write_text("".join(task.to_json() + "\n" for task in tasks), encoding="utf-8")
+
+
+BUNDLE_PLAN: dict[str, tuple[tuple[str, int, int], ...]] = {
+    "test": (("parse", 15, 302), ("inflection", 20, 201)),
+    "dev": (("tabulate", 15, 102),),
+    "train": (("toolz", 40, 101),),
+}
+"""Split -> (pin, instances, seed) per repository. The splits are disjoint by repository, so no split's code is
+seen in another. test holds the two fastest suites (parse and inflection, about 0.3 s a run) so that
+re-validating its instances in CI stays quick; dev tabulate (1.5 s); train toolz's 14 modules (0.8 s). six is
+not used although it is pinned: the sandbox's Python has it installed (Debian's python3-six, the host's for
+bwrap), so its release is every bug's fix in plain sight
+(:func:`agentgym_envs.swe.synthesize.refuse_installed`). boltons (2.4 s a run) is left out: with about one
+candidate in five kept and every tree run twice on two backends, its 30 instances alone would take longer than
+the rest of the build.
+Sizes are what a build of under half an hour on two cores allows; ``python -m agentgym_envs.swe.synthesize``
+makes as many more as you like from any pin or folder."""
+BUNDLE_FOLDER = Path(__file__).resolve().parents[1] / "data" / "swe"
+"""The bundle in a source checkout."""
+
+
+def bundle_entry(tasks: Sequence[Task], file: str, repos: Sequence[str]) -> dict[str, Any]:
+    """A split's manifest entry: file, sha256, count, repositories, and counts per difficulty, level and bugs."""
+    data = "".join(task.to_json() + "\n" for task in tasks).encode("utf-8")
+    return {"file": file, "sha256": hashlib.sha256(data).hexdigest(), "count": len(tasks), "repos": list(repos),
+            "per_difficulty": _counts(task.difficulty for task in tasks),
+            "per_hint_level": _counts(task.metadata["hint_level"] for task in tasks),
+            "per_bugs": _counts(task.metadata["bugs"] for task in tasks)}
+
+
+def _counts(values: Iterable[int]) -> dict[str, int]:
+    return {str(value): count for value, count in sorted(Counter(values).items())}
+
+
+def pin_record(source: SuiteSource, report: SynthesisReport, split: str, seed: int) -> dict[str, Any]:
+    """A repository's record in the bundle's manifest (``pins``): its pin, seed, counts, drops and timings."""
+    return {"split": split, "version": source.spec.version, "sha256": source.spec.sha256, "seed": seed,
+            "instances": len(report.instances), "candidates": report.candidates,
+            "kept_singles": report.kept_singles, "keep_rate": round(report.keep_rate, 3),
+            "combinations": report.combinations, "dropped": dict(sorted(report.dropped.items())),
+            "bug_run_timeout_s": round(report.timeout_s, 1),
+            "seconds": {phase: round(seconds, 1) for phase, seconds in report.seconds.items()}}

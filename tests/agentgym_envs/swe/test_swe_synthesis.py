@@ -1,10 +1,10 @@
 """SWE task synthesis: the keep/drop rules on real sandboxes (a tiny repository the tests write), the end-to-end
-driver and its command line, and the bundled splits (hashes, disjoint repositories, a sample re-validated)."""
+driver and its command line, and a sample of the bundled test split re-validated. The builder's pure parts are
+tested in ``tests/tasks/test_swe_synthesis.py``."""
 
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -12,29 +12,19 @@ import pytest
 
 from agentgym_envs.sandbox import KernelSandbox, open_sandbox
 from agentgym_envs.swe.synthesize import (
-    BUNDLE_FOLDER,
-    DIFFICULTY_SLOTS,
     SYNTHESIS_LIMITS,
-    SynthesisError,
-    SynthesisSettings,
     Synthesizer,
-    combine_judgements,
-    drop_category,
     failure_section,
-    folder_source,
     main,
-    pin_source,
     refuse_installed,
     synthesize,
-    task_plan,
 )
 from agentgym_envs.swe.testing import prepare_tree, run_tests
 from tasks import load_split, read_tasks
-from tasks.splits import bundle_manifest
 from tasks.swe.instances import instance_from_task, tree_digest
-from tasks.swe.keep import Judgement
 from tasks.swe.patches import apply_patch
 from tasks.swe.repos import PINS, RepoError, repository_files
+from tasks.swe.synthesis import SynthesisError, SynthesisSettings, drop_category, folder_source, pin_source
 from tests.conftest import require_backend
 
 OPS = b'''def add(a, b):
@@ -129,34 +119,6 @@ def ready_synthesizer(tmp_path: Path, sandboxes: dict[str, KernelSandbox], files
 # --- pure parts -------------------------------------------------------------------------------------------------
 
 
-def test_combine_judgements_keeps_only_the_tests_every_backend_agrees_on() -> None:
-    docker = Judgement(True, ("t::a", "t::b"), ("t::c", "t::d"), (), "kept")
-    bwrap = Judgement(True, ("t::a",), ("t::c", "t::e"), ("t::f",), "kept")
-    assert combine_judgements([docker, bwrap]) == Judgement(True, ("t::a",), ("t::c",), ("t::f",), "kept")
-    # one backend's drop is the verdict
-    dropped = Judgement(False, (), (), (), "no test fails with the bug and passes without it")
-    assert combine_judgements([docker, dropped]) == dropped
-    # each backend keeps, but on different tests: no common FAIL_TO_PASS
-    other = Judgement(True, ("t::x",), ("t::c",), (), "kept")
-    assert combine_judgements([docker, other]).reason == "the backends agree on no FAIL_TO_PASS test"
-
-
-def test_drop_category_folds_run_details() -> None:
-    assert drop_category("a run of the bug tree is 'timeout': the test run passed its time limit") == \
-        "timeout run with the bug"
-    assert drop_category("a run of the bug tree is 'error': collection errors in x") == "error run with the bug"
-    assert drop_category("no test fails with the bug and passes without it") == \
-        "no test fails with the bug and passes without it"
-
-
-def test_task_plan_cycles_difficulties_and_is_seeded() -> None:
-    plan = task_plan(10, random.Random(3))
-    assert [slot.difficulty for slot in plan] == [1, 2, 3, 4, 5] * 2
-    assert plan == task_plan(10, random.Random(3))
-    assert all((slot.level, slot.bugs) in DIFFICULTY_SLOTS[slot.difficulty] for slot in plan)
-    assert {bugs for pairs in DIFFICULTY_SLOTS.values() for _, bugs in pairs} == {1, 2, 3}
-
-
 def test_failure_section_is_the_traceback_without_summaries() -> None:
     output = ("F                                                        [100%]\n"
               "=================================== FAILURES ===================================\n"
@@ -247,25 +209,6 @@ def test_a_repository_the_sandbox_python_already_has_is_refused(sandboxes: dict[
 
 
 # --- the bundled splits ---------------------------------------------------------------------------------------
-
-
-def test_the_bundle_matches_its_manifest_and_is_disjoint_by_repository() -> None:
-    manifest = bundle_manifest("SWE")
-    repos_of_split = {}
-    for split, entry in manifest["splits"].items():
-        tasks = load_split("SWE", split)  # checks the sha256
-        assert len(tasks) == entry["count"] > 0
-        names = {task.metadata["repo_source"]["name"] for task in tasks}
-        assert names == set(entry["repos"])
-        repos_of_split[split] = names
-        for task in tasks:
-            assert task.env == "SWE" and task.family == "synthetic" and task.metadata["FAIL_TO_PASS"]
-            assert task.answer and task.answer not in task.prompt
-            assert task.metadata["repo_source"]["version"] == PINS[task.metadata["repo_source"]["name"]].version
-    assert sorted(repos_of_split) == ["dev", "test", "train"]
-    names = [name for split_names in repos_of_split.values() for name in split_names]
-    assert len(names) == len(set(names)), repos_of_split
-    assert (BUNDLE_FOLDER / "MANIFEST.json").is_file()
 
 
 def test_a_sample_of_the_bundled_test_split_still_holds(sandboxes: dict[str, KernelSandbox]) -> None:
