@@ -23,7 +23,8 @@ RESULTS_FILE = ".agentrl-test-results.json"
 """The file, in the sandbox's working folder, where the harness writes each hidden test's outcome (a JSON list).
 
 The host reads it after the run; a solution that writes to it, or leaves it unreadable, only fails its own tests
-(the probes of ``benchmarks.probes`` tamper with this very file). Import it from here rather than spelling it out."""
+(the probes of :mod:`agentgym_envs.python_sandbox.probes` tamper with this very file). Import it from here rather
+than spelling it out."""
 FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 HARNESS = r'''

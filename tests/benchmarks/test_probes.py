@@ -5,33 +5,24 @@ from __future__ import annotations
 
 import pytest
 
+from agentgym_envs.data_analysis.probes import data_field_probes, data_sql_probes
+from agentgym_envs.errors import UnknownEnvError
 from agentgym_envs.policies import tool_call_action
+from agentgym_envs.probing import CANARY, INJECTION, EpisodeRecord, leaked, naive_verdict
+from agentgym_envs.python_sandbox.probes import TAMPER_MARK, code_probes, math_probes
+from agentgym_envs.registration import SPECS
+from agentgym_envs.search.probes import JUDGE_RUBRIC, judge_probes, search_probes
+from agentgym_envs.spec import EnvSpec
+from agentgym_envs.swe.probes import SWE_RESOLVED, swe_hidden_texts, swe_probes
+from agentgym_envs.webshop.probes import WEBSHOP_SCORE, hidden_goal_texts, webshop_probes
 from benchmarks.probes import (
-    CANARY,
-    INJECTION,
-    JUDGE_RUBRIC,
     MAX_SHARE_OF_ORACLE,
-    SWE_RESOLVED,
-    TAMPER_MARK,
-    VERIFIERS,
-    WEBSHOP_SCORE,
-    EpisodeRecord,
-    code_probes,
-    data_field_probes,
-    data_sql_probes,
-    hidden_goal_texts,
-    judge_probes,
-    leaked,
     main,
-    math_probes,
     mean_outcomes,
-    naive_verdict,
+    probed_specs,
     run_probes,
-    search_probes,
     summarize,
-    swe_hidden_texts,
-    swe_probes,
-    webshop_probes,
+    verifiers,
 )
 from rewards.judge import build_judge_prompt
 from tasks import load_split
@@ -55,7 +46,7 @@ def shop_records() -> list[EpisodeRecord]:
 
 
 @pytest.mark.bwrap
-@pytest.mark.parametrize("verifier", [v for v in VERIFIERS if v != WEBSHOP_SCORE])  # WebShop's: shop_records
+@pytest.mark.parametrize("verifier", [v for v in verifiers() if v != WEBSHOP_SCORE])  # WebShop's: shop_records
 def test_no_false_positive_and_no_false_negative(records: list[EpisodeRecord], verifier: str) -> None:
     report = next(r for r in summarize(records) if r.verifier == verifier)
     accepted = [(r.probe, r.task_id) for r in records if r.verifier == verifier and not r.oracle and r.accepted]
@@ -246,3 +237,21 @@ def test_swe_leak_check_finds_the_fix_and_hidden_ids_but_not_what_the_agent_sees
     assert SWE_FIX_LINE in SWE_TASK.answer and SWE_HIDDEN_ID in SWE_TASK.metadata["FAIL_TO_PASS"]
     trajectory = Trajectory((Turn(action=action, observation=observation),))
     assert leaked(trajectory, swe_hidden_texts(lambda task: {"six.py": tree})(SWE_TASK)) == expected
+
+
+TOY_SPEC = EnvSpec(id="toy/Unprobed-v0", entry_point="toy:Env", max_episode_steps=3, aliases=("unprobed",))
+"""A registered spec with no probes."""
+
+
+def test_a_spec_without_probes_is_skipped_by_default_and_refused_when_named() -> None:
+    with SPECS.added(TOY_SPEC):
+        assert TOY_SPEC not in probed_specs() and len(probed_specs()) == len([s for s in SPECS if s.probes])
+        with pytest.raises(ValueError, match=r"got \['toy/Unprobed-v0'\], whose spec has none"):
+            run_probes(["unprobed"])
+        with pytest.raises(SystemExit):
+            main(["--envs", "search,unprobed"])
+
+
+def test_an_unknown_env_is_refused() -> None:
+    with pytest.raises(UnknownEnvError, match="no environment spec 'nowhere'"):
+        run_probes(["nowhere"])
