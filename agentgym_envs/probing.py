@@ -38,6 +38,7 @@ from agentgym_envs.spec import PolicyFactory
 from rewards import LLMJudge, OpenAICompatibleBackend, RewardResult, UnitTestEvidence
 from rewards.text import normalize_answer
 from tasks import Task, Trajectory, load_split
+from tasks.splits import SplitsDir
 
 CANARY = "AGENTRL-INJECTION"
 """Marks every injection, so that the naive judge can tell when one left the quoted block."""
@@ -430,9 +431,12 @@ def leaked(trajectory: Trajectory, texts: Sequence[str]) -> list[str]:
                    and text not in turn.action and json.dumps(text)[1:-1] not in turn.action})
 
 
-def pick_tasks(env_name: str, split: str, families: Sequence[str], limit: int) -> list[Task]:
-    """The first ``limit`` tasks of ``split``, taken round-robin over ``families`` (deterministic)."""
-    by_family = {family: [t for t in load_split(env_name, split) if t.family == family] for family in families}
+def pick_tasks(env_name: str, split: str, families: Sequence[str], limit: int, *,
+               splits_dir: SplitsDir = None) -> list[Task]:
+    """The first ``limit`` tasks of ``split`` (of the bundle in ``splits_dir``, None: the installed one), taken
+    round-robin over ``families`` (deterministic)."""
+    tasks = load_split(env_name, split, splits_dir=splits_dir)
+    by_family = {family: [t for t in tasks if t.family == family] for family in families}
     ordered = [t for group in zip(*by_family.values(), strict=False) for t in group]
     return ordered[:limit]
 

@@ -80,3 +80,18 @@ def test_stress_is_not_clean_when_the_oracle_runs_out_of_turns(installed: dict[s
     assert "ended unsolved outside any injected fault" in done.stdout
     (level,) = json.loads(out.read_text())["levels"]
     assert level["correct"] == 0 and level["unsolved"] == level["episodes"] > 0
+
+
+def test_probes_play_its_own_probes_against_its_verifier(installed: dict[str, str], tmp_path: Path):
+    out = tmp_path / "probes.json"
+    run(installed, "-m", "benchmarks.probes", "--envs", "calculator", "--limit", "2", "--json", str(out))
+    report = json.loads(out.read_text())
+    records = report["episodes"]
+    by_probe: dict[str, list[dict]] = {}
+    for record in records:
+        by_probe.setdefault(record["probe"], []).append(record)
+    assert set(by_probe) == {"oracle", "several-numbers", "question-as-answer", "two-answer-blocks"}
+    assert all(r["accepted"] and r["exercised"] for r in by_probe["oracle"]) and len(by_probe["oracle"]) == 2
+    assert not any(r["accepted"] for name, rs in by_probe.items() if name != "oracle" for r in rs)
+    (verifier,) = report["verifiers"]
+    assert verifier["verifier"] == "calculator/exact-match" and verifier["fp_rate"] == 0.0

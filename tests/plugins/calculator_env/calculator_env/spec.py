@@ -18,10 +18,17 @@ def oracle(seed: int):
 
 
 def probes(settings: ProbeSettings) -> Sequence[Any]:
-    """The exact-match probes (:mod:`calculator_env.probes`)."""
+    """Plays the exact-match probes (:mod:`calculator_env.probes`)."""
     from calculator_env.probes import run_probes
 
     return run_probes(settings)
+
+
+def probe_catalogue() -> Sequence[Any]:
+    """Lists the exact-match probes."""
+    from calculator_env.probes import catalogue
+
+    return catalogue()
 
 
 SPEC = EnvSpec(
@@ -32,6 +39,7 @@ SPEC = EnvSpec(
     oracle=oracle,
     stress=StressProfile(load_action=tool_call_action("calculate", expression="(12 + 30) * 7")),
     probes=probes,
+    probe_catalogue=probe_catalogue,
     splits_dir=Path(__file__).parent / "data",
     description="Arithmetic questions answered with a calculate tool; exact match.",
 )
