@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable, Sequence
-from typing import Any, Unpack
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Unpack
 
 from agentgym_envs import TextEnv, Tool, ToolResult
 from agentgym_envs.core import TextEnvOptions
@@ -47,9 +47,9 @@ def evaluate(expression: str) -> int:
 class CalculatorEnv(TextEnv):
     """Answer an arithmetic question; the ``calculate`` tool evaluates an integer expression."""
 
-    env_name = "Calculator"
-    task_families = ("arithmetic",)
-    required_tools = {"arithmetic": ("calculate",)}
+    env_name: ClassVar[str] = "Calculator"
+    task_families: ClassVar[tuple[str, ...]] = ("arithmetic",)
+    required_tools: ClassVar[Mapping[str, tuple[str, ...]]] = {"arithmetic": ("calculate",)}
 
     def __init__(self, **options: Unpack[TextEnvOptions]) -> None:
         super().__init__(**options)
