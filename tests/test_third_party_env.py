@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,3 +96,13 @@ def test_probes_play_its_own_probes_against_its_verifier(installed: dict[str, st
     assert not any(r["accepted"] for name, rs in by_probe.items() if name != "oracle" for r in rs)
     (verifier,) = report["verifiers"]
     assert verifier["verifier"] == "calculator/exact-match" and verifier["fp_rate"] == 0.0
+
+
+def test_the_docs_show_the_packages_files_as_they_are():
+    doc = (REPO / "docs" / "adding-an-environment.md").read_text()
+    shown = re.findall(r"<!-- file: (\S+) -->\n```\w+\n(.*?)```\n", doc, flags=re.DOTALL)
+    assert {name for name, _ in shown} == {"calculator_env/env.py", "calculator_env/policies.py",
+                                           "calculator_env/probes.py", "calculator_env/spec.py",
+                                           "calculator_env/splits.py", "pyproject.toml"}
+    for name, text in shown:
+        assert text == (PACKAGE / name).read_text(), f"docs/adding-an-environment.md shows an old {name}"
