@@ -162,6 +162,8 @@ class EnvSpec:
             the prompt only and must solve the task through the tools.
         oracle_deterministic: Every oracle episode of a task is the same, so evaluation plays one per task.
         random: Makes the env's random policy (default: random tool calls and answers).
+        policies: More scripted policies by name (a demonstrator for SFT, say); with ``oracle`` and ``random``,
+            what :meth:`policy` makes.
         service: Starts the service every env of a run shares, from the run's split (None: envs start what they
             need themselves).
         stress: How the stress harness loads it (default: the split alone, its oracle's own tool calls, no
@@ -183,6 +185,7 @@ class EnvSpec:
     oracle_sees_reference: bool = False
     oracle_deterministic: bool = True
     random: PolicyFactory = random_policy
+    policies: Mapping[str, PolicyFactory] = field(default_factory=dict)
     service: Callable[[str], SharedService] | None = None
     stress: StressProfile = StressProfile()
     probes: Callable[[ProbeSettings], Sequence[Any]] | None = None
@@ -197,6 +200,23 @@ class EnvSpec:
             raise ValueError(f"EnvSpec {self.id}: entry_point: expected 'module:Class', got {self.entry_point!r}")
         if self.max_episode_steps < 1:
             raise ValueError(f"EnvSpec {self.id}: max_episode_steps: expected >= 1, got {self.max_episode_steps}")
+
+    def policy_names(self) -> list[str]:
+        """The scripted policies :meth:`policy` makes: ``oracle`` (when there is one), ``random`` and
+        :attr:`policies`."""
+        return [*(["oracle"] if self.oracle is not None else []), "random", *self.policies]
+
+    def policy(self, name: str, seed: int = 0) -> Policy:
+        """A fresh scripted policy of this env by name (see :meth:`policy_names`).
+
+        Raises:
+            ValueError: It has no policy of that name; the message lists those it has.
+        """
+        factories = {"oracle": self.oracle, "random": self.random, **self.policies}
+        factory = factories.get(name)
+        if factory is None:
+            raise ValueError(f"{self.id}: expected a scripted policy among {self.policy_names()}, got {name!r}")
+        return factory(seed)
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -22,8 +22,8 @@ from typing import Any
 import gymnasium as gym
 from trl import SFTTrainer
 
-from agentgym_envs.policies import Policy, PythonOraclePolicy, ScriptedAgent, SearchOraclePolicy
-from agentgym_envs.policies.search_lookup import SearchLookupPolicy
+from agentgym_envs.policies import Policy, ScriptedAgent
+from agentgym_envs.registration import env_spec
 from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from tasks import Task
 from trainers.chat import ChatTokens
@@ -119,24 +119,19 @@ class WarmStartConfig:
     env_id: str = field(default="agentrl/Search-v0", metadata={"help": "Environment the demonstrations are played in."})
     env_kwargs: dict | str | None = field(default=None, metadata={
         "help": "Keyword arguments of gym.make (a JSON string on the command line)."})
-    demonstrator: str = field(default="search-oracle", metadata={
-        "help": "Scripted demonstrator: search-oracle, lookup or python-oracle."})
+    demonstrator: str = field(default="oracle", metadata={
+        "help": "Scripted demonstrator: a policy the env's spec names (oracle, random, and its own, e.g. Search's "
+                "lookup)."})
     max_tasks: int | None = field(default=None, metadata={"help": "Play at most this many of the env's tasks."})
 
     def __post_init__(self) -> None:
         if isinstance(self.env_kwargs, str):
             self.env_kwargs = json.loads(self.env_kwargs)
         self.env_kwargs = dict(self.env_kwargs or {})
-        if self.demonstrator not in DEMONSTRATORS:
-            raise ValueError(f"demonstrator: expected one of {sorted(DEMONSTRATORS)}, got {self.demonstrator!r}")
-
-
-DEMONSTRATORS: dict[str, Callable[[], Policy]] = {
-    "search-oracle": SearchOraclePolicy,
-    "lookup": SearchLookupPolicy,
-    "python-oracle": PythonOraclePolicy,
-}
-"""Scripted demonstrators by name."""
+        known = env_spec(self.env_id).policy_names()
+        if self.demonstrator not in known:
+            raise ValueError(f"demonstrator: expected a policy of {self.env_id}'s spec among {known}, got "
+                             f"{self.demonstrator!r}")
 
 
 BATCH_KEYS = frozenset({"input_ids", "attention_mask", "labels", "use_cache"})
@@ -213,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = gym.make(warm.env_id, **warm.env_kwargs)
     try:
         tasks = list(env.unwrapped.tasks)[:warm.max_tasks]
-        episodes = collect_demonstrations(env, warm.env_id, DEMONSTRATORS[warm.demonstrator](), tasks,
+        episodes = collect_demonstrations(env, warm.env_id, env_spec(warm.env_id).policy(warm.demonstrator), tasks,
                                           ChatTokens(tokenizer), progress=True)
     finally:
         env.close()

@@ -15,6 +15,13 @@ def oracle(seed: int):
     return SearchOraclePolicy()
 
 
+def lookup(seed: int):
+    """Searches with the question and answers with what the top results show (a careless demonstrator)."""
+    from agentgym_envs.policies.search_lookup import SearchLookupPolicy
+
+    return SearchLookupPolicy()
+
+
 def probes(settings: ProbeSettings) -> Sequence[Any]:
     """Search's reward-hacking probes (:mod:`agentgym_envs.search.probes`)."""
     from agentgym_envs.search.probes import run_probes
@@ -35,6 +42,7 @@ SPEC = EnvSpec(
     max_episode_steps=10,
     aliases=("search",),
     oracle=oracle,
+    policies={"lookup": lookup},
     probes=probes,
     probe_catalogue=probe_catalogue,
     description="Answer a question by searching and reading a corpus (BM25); exact match or an LLM judge.",

@@ -110,5 +110,6 @@ def test_the_bundled_recipes_parse():
     warm, args = TrlParser((WarmStartConfig, SFTConfig)).parse_args_and_config(
         args=["--config", str(CONFIGS / "sft_tiny_cpu.yaml"), "--max_steps", "3"])
     assert warm.demonstrator == "lookup" and warm.env_kwargs["prompt_style"] == "task" and args.max_steps == 3
-    with pytest.raises(ValueError, match="demonstrator: expected one of"):
+    with pytest.raises(ValueError, match=r"expected a policy of agentrl/Search-v0.s spec among \[.oracle., .random., "
+                                         r".lookup.\]"):
         WarmStartConfig(demonstrator="teacher")
