@@ -140,6 +140,19 @@ class ProbeSettings:
     slow: bool = True
 
 
+@dataclass(frozen=True)
+class Relabeling:
+    """Whether hindsight relabeling (:mod:`tasks.relabel`) applies to an env's episodes, and why.
+
+    Attributes:
+        applies: An outcome the agent achieved is the goal of another task of the env.
+        reason: Why (or why not), in a sentence or two.
+    """
+
+    applies: bool
+    reason: str
+
+
 def random_policy(seed: int) -> Policy:
     """The generic random policy (random tool calls and answers), for an env that names none of its own."""
     from agentgym_envs.policies.random_policy import RandomPolicy
@@ -173,6 +186,7 @@ class EnvSpec:
         probe_catalogue: Lists its reward-hacking probes (``agentgym_envs.probing.Probe``) without playing them
             (None: it lists none).
         splits_dir: The folder of its bundled task splits (None: the project's ``tasks/data``).
+        relabeling: Whether hindsight relabeling applies to it, and why (None: not assessed).
         description: One line on what the env is, for listings.
     """
 
@@ -191,6 +205,7 @@ class EnvSpec:
     probes: Callable[[ProbeSettings], Sequence[Any]] | None = None
     probe_catalogue: Callable[[], Sequence[Any]] | None = None
     splits_dir: Path | None = None
+    relabeling: Relabeling | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -333,6 +348,7 @@ __all__ = [
     "EnvSpec",
     "PolicyFactory",
     "ProbeSettings",
+    "Relabeling",
     "SharedService",
     "SpecRegistry",
     "StressProfile",

@@ -13,12 +13,10 @@ from tasks.python_code import CODE_TEMPLATES, generate_code_task, generate_code_
 from tasks.python_math import MATH_TEMPLATES, generate_math_task, generate_math_tasks
 from tasks.records import Document, Task, ToolCall, Trajectory, Turn, read_tasks
 from tasks.relabel import (
-    RELABELING_SUPPORT,
     GoalProposer,
     RelabeledEpisode,
     Verifier,
     relabel,
-    relabeling_applies,
 )
 from tasks.search import SearchWorld, generate_search_world, load_corpus
 from tasks.splits import available_splits, load_split
@@ -26,7 +24,6 @@ from tasks.splits import available_splits, load_split
 __all__ = [
     "CODE_TEMPLATES",
     "MATH_TEMPLATES",
-    "RELABELING_SUPPORT",
     "Document",
     "FailureReplaySampler",
     "GoalProposer",
@@ -56,5 +53,4 @@ __all__ = [
     "make_sampler",
     "read_tasks",
     "relabel",
-    "relabeling_applies",
 ]

@@ -16,8 +16,8 @@ prompt turn from the new task's ``prompt`` (and keep the agent's tokens as they 
 training on a relabeled episode. Where observations themselves quote the goal, pass a
 ``rewrite`` hook to :func:`relabel` that edits them for the new task.
 
-Relabeling only applies where an achieved outcome really is the goal of another task:
-:data:`RELABELING_SUPPORT` says, per environment, whether it does and why.
+Relabeling only applies where an achieved outcome really is the goal of another task: each env's spec says
+whether it does and why (:attr:`agentgym_envs.spec.EnvSpec.relabeling`).
 
 Example:
     >>> from tasks.records import Task, Trajectory, Turn
@@ -35,13 +35,11 @@ Example:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
 from typing import Protocol
 
-from tasks.errors import UnknownTaskError, did_you_mean
 from tasks.records import Task, Trajectory
 
 Verifier = Callable[[Task, Trajectory], float]
@@ -143,54 +141,3 @@ def _check_finite(name: str, value: float) -> float:
     if not isinstance(value, Real) or not math.isfinite(value):
         raise ValueError(f"expected {name} to be a finite number, got {value!r}")
     return float(value)
-
-
-_SUPPORT: dict[str, tuple[bool, str]] = {
-    "Search": (
-        True,
-        "yes: a final answer that names a real entity or attribute value of the corpus answers some "
-        "other question, one whose supporting articles the agent opened "
-        "(tasks.search.relabel.question_for_answer builds it; the Search verifier confirms it).",
-    ),
-    "PythonSandbox": (
-        False,
-        "no: math: a wrong answer to one problem is not the right answer to another generated problem, "
-        "and relabeling it as one would teach the model to be wrong. code: a failing program is not a "
-        "correct solution to another hidden-test suite.",
-    ),
-    "WebShop": (
-        True,
-        "yes in principle: the purchased item satisfies a goal built from its own attributes, options "
-        "and price; no proposer is implemented yet.",
-    ),
-    "SWE": (
-        False,
-        "no: a patch that does not fix the issue fixes no other issue of the benchmark, and a goal "
-        "made up from what it changed has no FAIL_TO_PASS tests to verify it.",
-    ),
-}
-
-RELABELING_SUPPORT: dict[str, str] = {env: reason for env, (_, reason) in _SUPPORT.items()}
-"""Per environment (``Task.env``): whether hindsight relabeling applies, and why."""
-
-_ENV_ID = re.compile(r"^agentrl/(?P<name>.+)-v\d+$")
-
-
-def relabeling_applies(env_name: str) -> bool:
-    """Whether hindsight relabeling makes sense in an environment (see :data:`RELABELING_SUPPORT`).
-
-    Args:
-        env_name: ``Task.env`` (``"Search"``) or a registered id (``"agentrl/Search-v0"``).
-
-    Raises:
-        UnknownTaskError: An environment the table does not cover.
-
-    Example:
-        >>> relabeling_applies("agentrl/Search-v0"), relabeling_applies("PythonSandbox")
-        (True, False)
-    """
-    registered = _ENV_ID.match(env_name)
-    name = registered["name"] if registered else env_name
-    if name not in _SUPPORT:
-        raise UnknownTaskError(f"no relabeling entry for environment {env_name!r}{did_you_mean(name, _SUPPORT)}")
-    return _SUPPORT[name][0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym_envs.spec import EnvSpec, ProbeSettings
+from agentgym_envs.spec import EnvSpec, ProbeSettings, Relabeling
 
 
 def oracle(seed: int):
@@ -45,6 +45,10 @@ SPEC = EnvSpec(
     policies={"lookup": lookup},
     probes=probes,
     probe_catalogue=probe_catalogue,
+    relabeling=Relabeling(True, "yes: a final answer that names a real entity or attribute value of the corpus "
+                                "answers some other question, one whose supporting articles the agent opened "
+                                "(tasks.search.relabel.question_for_answer builds it; the Search verifier "
+                                "confirms it)."),
     description="Answer a question by searching and reading a corpus (BM25); exact match or an LLM judge.",
 )
 """Search-v0's spec."""

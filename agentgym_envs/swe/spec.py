@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym_envs.actions import tool_call_action
-from agentgym_envs.spec import SANDBOX_FAULTS, EnvSpec, ProbeSettings, StressProfile, StressSettings
+from agentgym_envs.spec import SANDBOX_FAULTS, EnvSpec, ProbeSettings, Relabeling, StressProfile, StressSettings
 from agentgym_envs.swe.limits import CELL_GRACE_S, SWE_SANDBOX_LIMITS
 
 
@@ -62,6 +62,8 @@ SPEC = EnvSpec(
                          cell_grace_s=CELL_GRACE_S, faults=SANDBOX_FAULTS, memory_mb=SWE_SANDBOX_LIMITS.memory_mb),
     probes=probes,
     probe_catalogue=probe_catalogue,
+    relabeling=Relabeling(False, "no: a patch that does not fix the issue fixes no other issue of the benchmark, and a "
+                           "goal made up from what it changed has no FAIL_TO_PASS tests to verify it."),
     description="Repair a repository so that its failing tests pass (FAIL_TO_PASS and PASS_TO_PASS), in a sandbox.",
 )
 """SWE-v0's spec."""

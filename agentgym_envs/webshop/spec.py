@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym_envs.spec import EnvSpec, ProbeSettings, StressProfile
+from agentgym_envs.spec import EnvSpec, ProbeSettings, Relabeling, StressProfile
 
 
 def oracle(seed: int):
@@ -54,6 +54,8 @@ SPEC = EnvSpec(
     stress=StressProfile(faults=("service-stall", "service-restart")),
     probes=probes,
     probe_catalogue=probe_catalogue,
+    relabeling=Relabeling(True, "yes in principle: the purchased item satisfies a goal built from its own attributes, "
+                          "options and price; no proposer is implemented yet."),
     description="Shop a real web shop (HTTP or Chromium) for a product that meets a goal; WebShop's reward.",
 )
 """WebShop-v0's spec."""

@@ -81,3 +81,21 @@ def test_installed_packages_specs_load_and_a_broken_one_is_named_in_a_warning(tm
         in messages[0]
     assert "'missing'" in messages[1] and "ModuleNotFoundError" in messages[1]
     sys.modules.pop("toy_spec", None)
+
+
+@pytest.mark.parametrize(("name", "applies"), [
+    ("search", True),  # a real entity named by the answer answers another question
+    ("python", False),  # a wrong math answer is not right for another problem; nor is failing code
+    ("webshop", True),  # the purchased item satisfies a goal built from its own attributes
+    ("swe", False),  # a failing patch fixes no other issue
+])
+def test_each_spec_says_whether_hindsight_relabeling_applies_and_why(name: str, applies: bool):
+    relabeling = env_spec(name).relabeling
+    assert relabeling is not None and relabeling.applies is applies
+    assert relabeling.reason.startswith("yes" if applies else "no:")
+
+
+def test_the_python_sandbox_spec_says_plainly_why_relabeling_does_not_apply():
+    reason = env_spec("agentrl/PythonSandbox-v0").relabeling.reason
+    assert "a wrong answer to one problem is not the right answer to another generated problem" in reason
+    assert "a failing program is not a correct solution" in reason

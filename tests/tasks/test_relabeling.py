@@ -10,16 +10,13 @@ from __future__ import annotations
 import pytest
 
 from tasks import (
-    RELABELING_SUPPORT,
     GoalProposer,
     RelabeledEpisode,
     Task,
     ToolCall,
     Trajectory,
     Turn,
-    UnknownTaskError,
     relabel,
-    relabeling_applies,
 )
 
 
@@ -120,30 +117,3 @@ def test_min_reward_must_be_finite() -> None:
 def test_toy_proposer_satisfies_the_protocol() -> None:
     proposer: GoalProposer = ToyProposer()  # checked statically; the call below checks the shape
     assert proposer.propose(word_task("blue"), episode("red")) == [word_task("red")]
-
-
-@pytest.mark.parametrize(
-    ("env", "applies"),
-    [
-        ("Search", True),  # a real entity named by the answer answers another question
-        ("PythonSandbox", False),  # a wrong math answer is not right for another problem; nor is failing code
-        ("WebShop", True),  # the purchased item satisfies a goal built from its own attributes
-        ("SWE", False),  # a failing patch fixes no other issue
-        ("agentrl/Search-v0", True),  # registered ids are accepted
-        ("agentrl/PythonSandbox-v0", False),
-    ],
-)
-def test_support_table(env: str, applies: bool) -> None:
-    assert relabeling_applies(env) is applies
-
-
-def test_support_table_says_plainly_why_not_for_python_sandbox() -> None:
-    reason = RELABELING_SUPPORT["PythonSandbox"]
-    assert reason.startswith("no:")
-    assert "a wrong answer to one problem is not the right answer to another generated problem" in reason
-    assert "a failing program is not a correct solution" in reason
-
-
-def test_support_table_rejects_unknown_environments() -> None:
-    with pytest.raises(UnknownTaskError, match="'Serch'; did you mean 'Search'"):
-        relabeling_applies("Serch")
