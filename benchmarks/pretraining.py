@@ -90,8 +90,15 @@ def run_build(spec: BuildSpec, folder: Path) -> Build:
     capability = next((line.split("=", 1)[1] for line in process.stdout.splitlines()
                        if line.startswith("capability=")), "")
     phases = [PhaseResult(**phase) for phase in json.loads(record.read_text())] if record.exists() else []
-    error = "\n".join(process.stderr.strip().splitlines()[-3:]) if process.returncode else ""
+    error = build_error(process.stderr) if process.returncode else ""
     return Build(spec, process.returncode, phases, seconds, capability, error)
+
+
+def build_error(stderr: str) -> str:
+    """The error a failed build printed: its ``error:`` line (progress bars and warnings left out), else the last
+    line of its output."""
+    lines = stderr.strip().splitlines() or ["(no output)"]
+    return next((line for line in reversed(lines) if line.startswith("error:")), lines[-1])
 
 
 CAPABILITY_THEN_BUILD = (

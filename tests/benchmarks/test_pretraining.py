@@ -8,7 +8,7 @@ import sys
 import pytest
 from rich.console import Console
 
-from benchmarks.pretraining import CAPABILITY_THEN_BUILD, Build, BuildSpec, builds_table, main
+from benchmarks.pretraining import CAPABILITY_THEN_BUILD, Build, BuildSpec, build_error, builds_table, main
 from trainers.pretrain import PhaseResult
 
 REACHED = [PhaseResult("random strings", 800, 0.951, 0.95), PhaseResult("sentences", 300, 0.97),
@@ -50,3 +50,11 @@ def test_unknown_kernel_paths_are_refused(capsys):
     with pytest.raises(SystemExit):
         main(["--kernels", "avx1024"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_failed_builds_error_is_its_error_line_not_the_progress_bars_around_it():
+    stderr = ("Loading weights:   0%|          | 0/29\nLoading weights: 100%|##########| 29/29\n"
+              "error: echo pretraining: phase 'report drills' reached copy accuracy 0.865\n")
+    assert build_error(stderr) == "error: echo pretraining: phase 'report drills' reached copy accuracy 0.865"
+    assert build_error("Traceback (most recent call last):\nMemoryError\n") == "MemoryError"
+    assert build_error("") == "(no output)"
