@@ -30,6 +30,28 @@ STATUSES = ("ok", "error", "timeout")
 """How a run went as a whole: ``"ok"`` (the suite ran and reported), ``"error"`` (pytest could not run or
 collect, crashed, exited non-zero with no failure reported, or the report is missing, incomplete or tampered
 with) and ``"timeout"`` (over the time limit). Only an ``"ok"`` run's outcomes may be used."""
+REASONS = {
+    "timeout": "the test run passed its time limit and was killed",
+    "memory": "the test run ran out of memory (a MemoryError in pytest's output)",
+    "killed": "pytest was killed by a signal before it reported (the memory limit's OOM killer, or a kill)",
+    "collection_error": "a test file failed to collect (an import or syntax error)",
+    "internal_error": "pytest stopped with an internal error (exit code 3)",
+    "interrupted": "pytest's session was interrupted (exit code 2)",
+    "usage_error": "pytest could not start with its configuration and arguments (exit code 4)",
+    "no_tests": "pytest collected no tests (exit code 5)",
+    "no_report": "pytest ended without this run's well-formed report (it exited or crashed early)",
+    "tampered": "the guard found pytest's reporting tampered with",
+    "exit_code": "pytest's exit code contradicts its report",
+    "not_reported": "a requested test was not reported (deleted, renamed, or an id that names no test)",
+    "tree_unreadable": "the working tree could not be read back from the sandbox",
+    "tree_unwritable": "the patched repository could not be written into the grading sandbox",
+    "test_patch": "the task's test_patch does not apply to its repository (a folder at another commit than "
+                  "base_commit?)",
+    "grader_error": "the grading code failed (a bug of the grader; the detail names the error)",
+}
+"""Why a run is not ``"ok"`` (:attr:`TestRun.reason`) -> what that means. The first twelve come from the run
+itself; the last four from the grading around it (reading the agent's tree back, writing the grading tree,
+applying the task's ``test_patch``, the grader's own code)."""
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 """The outcome of one test. pytest's JUnit report writes a non-strict xpass as a pass, so
 :func:`parse_junit_xml` never returns ``"xpassed"``; other reporters may."""
@@ -53,6 +75,8 @@ class TestRun:
         exit_code: pytest's exit code; ``None`` when it never exited (timeout, killed).
         duration_s: Wall-clock seconds of the run.
         detail: Why the run is not ``"ok"`` (short); empty for an ``"ok"`` run.
+        reason: Why the run is not ``"ok"``, as one of :data:`REASONS` (``"timeout"`` for a timeout); empty for
+            an ``"ok"`` run (and in records written before reasons were kept).
     """
 
     __test__: ClassVar[bool] = False  # not a pytest test class, whatever its name
@@ -62,10 +86,15 @@ class TestRun:
     exit_code: int | None = None
     duration_s: float = 0.0
     detail: str = ""
+    reason: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise TestRunError(f"expected a run status in {STATUSES}, got {self.status!r}")
+        if self.reason and self.reason not in REASONS:
+            raise TestRunError(f"expected a reason in {sorted(REASONS)}, got {self.reason!r}")
+        if self.status == "ok" and self.reason:
+            raise TestRunError(f"expected no reason for an 'ok' run, got {self.reason!r}")
         wrong = {test_id: outcome for test_id, outcome in self.outcomes.items() if outcome not in OUTCOMES}
         if wrong:
             test_id, outcome = next(iter(wrong.items()))
@@ -85,14 +114,15 @@ class TestRun:
     def to_dict(self) -> dict[str, Any]:
         """The JSON-safe form (the ``evidence["test_run"]`` the env hands to ``rewards.swe``)."""
         return {"status": self.status, "outcomes": dict(sorted(self.outcomes.items())), "exit_code": self.exit_code,
-                "duration_s": self.duration_s, "detail": self.detail}
+                "duration_s": self.duration_s, "detail": self.detail, "reason": self.reason}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TestRun:
         """Rebuild a run from :meth:`to_dict` output.
 
         Raises:
-            TestRunError: A missing status, outcomes that are not a mapping, or an unknown status or outcome.
+            TestRunError: A missing status, outcomes that are not a mapping, or an unknown status, outcome or
+                reason.
         """
         if "status" not in data:
             raise TestRunError(f"expected a test run with a status, got keys {sorted(data)}")
@@ -101,7 +131,8 @@ class TestRun:
             raise TestRunError(f"expected outcomes as a mapping of test id to outcome, got {type(outcomes).__name__}")
         exit_code = data.get("exit_code")
         return cls(status=data["status"], outcomes=outcomes, exit_code=None if exit_code is None else int(exit_code),
-                   duration_s=float(data.get("duration_s", 0.0)), detail=str(data.get("detail", "")))
+                   duration_s=float(data.get("duration_s", 0.0)), detail=str(data.get("detail", "")),
+                   reason=str(data.get("reason", "")))
 
 
 def parse_junit_xml(xml: bytes | str, root: str | os.PathLike[str] | Iterable[str]) -> dict[str, str]:

@@ -129,8 +129,10 @@ def test_run_round_trips_through_json() -> None:
     again = TestRun.from_dict(json.loads(json.dumps(run.to_dict())))
     assert again == run
     assert list(run.to_dict()["outcomes"]) == ["a.py::t", "b.py::t"]  # sorted, byte-stable
-    timeout = TestRun("timeout", detail="over 60 s")
+    timeout = TestRun("timeout", detail="over 60 s", reason="timeout")
     assert TestRun.from_dict(timeout.to_dict()) == timeout and timeout.exit_code is None
+    older = {key: value for key, value in timeout.to_dict().items() if key != "reason"}  # written before reasons
+    assert TestRun.from_dict(older).reason == ""
 
 
 def test_run_queries() -> None:
@@ -146,6 +148,8 @@ def test_run_queries() -> None:
     ({"status": "ok", "outcomes": {"a.py::t": "PASSED"}}, "expected outcomes"),
     ({"outcomes": {}}, "with a status"),
     ({"status": "ok", "outcomes": ["a.py::t"]}, "as a mapping"),
+    ({"status": "error", "reason": "bad luck"}, "expected a reason in"),  # not one of REASONS
+    ({"status": "ok", "reason": "memory"}, "no reason for an 'ok' run"),  # a valid run has no reason
 ])
 def test_invalid_runs_are_errors(data: dict, message: str) -> None:
     with pytest.raises(TestRunError, match=message):
