@@ -9,11 +9,24 @@ outcome}, ...}``), with the agent's diff of the working tree as ``evidence["patc
 Resolution (:func:`swe_resolved_reward`, :func:`swe_partial_reward`) follows SWE-bench's harness:
 resolved only if every FAIL_TO_PASS test passes and every PASS_TO_PASS test still passes; a run that
 errored or timed out is invalid and never resolved; an empty patch is never resolved (SWE-bench does
-not even evaluate it). Two rules are stricter than SWE-bench's, so that no outcome the agent can
-steer pays: only ``"passed"`` passes (SWE-bench also passes ``xfail``, and leaves a skipped test out
-of both counts, so that skipping every FAIL_TO_PASS test resolves there), and a task without
-FAIL_TO_PASS tests is malformed (a no-op would resolve it). A test absent from the outcomes did not
-pass, as in SWE-bench.
+not even evaluate it); a test absent from the outcomes did not pass. A task without FAIL_TO_PASS
+tests is malformed under both rules below (a no-op would resolve it; SWE-bench counts it resolved).
+``evidence["rules"]`` (optional) names the rules the env ran the tests under:
+
+- ``"strict"`` (the default), so that no outcome the agent can steer pays: a test passes only when
+  its outcome is ``"passed"`` and its id is the test's full pytest node id.
+- ``"swebench"``, SWE-bench's harness (``swebench/harness/grading.py``), so that numbers can be set
+  beside published ones. The outcomes are read as its pytest log parser reads pytest's ``-rA``
+  summary (:func:`swebench_status_map`): each test id cut at its first whitespace
+  (:func:`swebench_test_key`), ``xfailed`` as ``XFAIL``, an ``xpassed`` test
+  absent (its ``XPASS`` line is not parsed), and where two tests cut to one id, the later summary
+  line wins (pytest writes passed, skipped, xfailed, errors, then failures). A FAIL_TO_PASS test
+  passes when its status is ``PASSED`` or ``XFAIL``; a PASS_TO_PASS test is kept when it passes or
+  is ``SKIPPED``; an id cut mid-parameter (more ``[`` than ``]``) that no test has is read from the
+  tests it begins when they agree on passing or not (:func:`swebench_matches`).
+  One difference stays: SWE-bench's log folds skipped tests into ``SKIPPED [n] file:line`` lines,
+  which its parser drops, so on a pytest repository it counts a skipped PASS_TO_PASS test as
+  failed; here every test's own report is read, so its grading rule applies as written.
 
 Patch similarity (:func:`patch_similarity`, :func:`swe_patch_similarity_reward`) is SWE-RL's
 reward (``swerl.core.reward``): a ``difflib.SequenceMatcher(None, pred, gold, autojunk=False)``
@@ -44,7 +57,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +78,24 @@ RUN_STATUSES = frozenset({"ok", "error", "timeout"})
 """A grading run's statuses; only ``"ok"`` is a valid run."""
 
 TEST_OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfailed", "xpassed"})
-"""A test's outcomes in a grading run; only ``"passed"`` passes."""
+"""A test's outcomes in a grading run; under the strict rules only ``"passed"`` passes."""
+
+RULES_KEY = "rules"
+"""The optional evidence key that names the grading rules: one of :data:`RULES` (default ``"strict"``)."""
+
+RULES = ("strict", "swebench")
+"""The grading rules: the project's strict ones, and SWE-bench's harness (see the module docstring)."""
+
+SWEBENCH_STATUS = {"passed": "PASSED", "skipped": "SKIPPED", "xfailed": "XFAIL", "error": "ERROR",
+                   "failed": "FAILED"}
+"""Outcome -> the status SWE-bench's pytest log parser reads, in the order pytest's ``-rA`` summary writes
+them (a later line wins); ``"xpassed"`` is absent: its ``XPASS`` line is not parsed."""
+
+SWEBENCH_PASSING = frozenset({"PASSED", "XFAIL"})
+"""SWE-bench statuses that pass a FAIL_TO_PASS test (``test_passed``)."""
+
+SWEBENCH_KEPT = SWEBENCH_PASSING | {"SKIPPED"}
+"""SWE-bench statuses that keep a PASS_TO_PASS test (``test_maintained``)."""
 
 _HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -96,7 +126,8 @@ def swe_resolved_reward(task: Task, trajectory: Trajectory, evidence: Mapping[st
     """Reward term: 1.0 when the patch resolves the task by SWE-bench's rules, else 0.0.
 
     Resolved means a valid run (status ``"ok"``), a non-empty patch, every FAIL_TO_PASS test
-    ``"passed"`` and every PASS_TO_PASS test ``"passed"``. The test ids are
+    passed and every PASS_TO_PASS test kept, by the rules of ``evidence["rules"]`` (strict: each
+    ``"passed"``; see the module docstring for SWE-bench's). The test ids are
     ``task.metadata["FAIL_TO_PASS"]`` and ``["PASS_TO_PASS"]``, lists or their JSON encoding (as in
     SWE-bench's files). The outcomes of an invalid run (``"error"``, ``"timeout"``) are not read.
 
@@ -108,7 +139,7 @@ def swe_resolved_reward(task: Task, trajectory: Trajectory, evidence: Mapping[st
 
     Raises:
         RewardComputationError: When the task has no FAIL_TO_PASS tests or malformed test lists,
-            or the evidence lacks a well-formed ``test_run`` or ``patch``.
+            the evidence lacks a well-formed ``test_run`` or ``patch``, or names unknown rules.
 
     Example:
         >>> task = Task("toolz-1", "SWE", "synthetic", "Fix it.", answer="...",
@@ -149,10 +180,11 @@ def _grade(task: Task, evidence: Mapping[str, Any]) -> dict[str, float]:
             f"expected task {task.id!r} to have at least one FAIL_TO_PASS test (a no-op would resolve it), got none"
         )
     run = _test_run(evidence)
+    rules = _rules(evidence)
     no_patch = not _patch(evidence).strip()
     valid = run.status == "ok"
-    f2p_passed = _count_passed(fail_to_pass, run.outcomes) if valid else 0
-    p2p_passed = _count_passed(pass_to_pass, run.outcomes) if valid else 0
+    f2p_passed = _count_passed(fail_to_pass, run.outcomes, rules, kept=False) if valid else 0
+    p2p_passed = _count_passed(pass_to_pass, run.outcomes, rules, kept=True) if valid else 0
     kept = valid and not no_patch and p2p_passed == len(pass_to_pass)
     return {
         "f2p_passed": float(f2p_passed),
@@ -167,8 +199,86 @@ def _grade(task: Task, evidence: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def _count_passed(test_ids: tuple[str, ...], outcomes: Mapping[str, str]) -> int:
-    return sum(1 for test_id in test_ids if outcomes.get(test_id) == "passed")
+def _count_passed(test_ids: tuple[str, ...], outcomes: Mapping[str, str], rules: str, *, kept: bool) -> int:
+    """How many of ``test_ids`` passed (FAIL_TO_PASS) or were kept (PASS_TO_PASS, ``kept``) under ``rules``."""
+    if rules == "strict":
+        return sum(1 for test_id in test_ids if outcomes.get(test_id) == "passed")
+    status_map = swebench_status_map(outcomes)
+    accepted = SWEBENCH_KEPT if kept else SWEBENCH_PASSING
+    return sum(1 for test_id in test_ids if swebench_status(test_id, status_map) in accepted)
+
+
+def swebench_test_key(test_id: str) -> str:
+    """A test id as SWE-bench's pytest log parser stores it: cut at its first whitespace.
+
+    The parser reads pytest's ``-rA`` summary lines (``PASSED tests/test_x.py::test_f[a b]``) and keeps the word
+    after the status, so a parametrize id with a space in it is cut there.
+
+    Example:
+        >>> swebench_test_key("tests/test_x.py::test_f[a b]"), swebench_test_key("tests/test_x.py::test_g")
+        ('tests/test_x.py::test_f[a', 'tests/test_x.py::test_g')
+    """
+    words = test_id.split()
+    return words[0] if words else test_id
+
+
+def is_cut_test_id(test_id: str) -> bool:
+    """Whether ``test_id`` was cut inside a parametrize id: it opens more ``[`` than it closes."""
+    return test_id.count("[") > test_id.count("]")
+
+
+def swebench_matches(test_id: str, keys: Collection[str]) -> list[str]:
+    """The keys (:func:`swebench_test_key` form, in their order) that SWE-bench's grading reads ``test_id`` from.
+
+    ``test_id`` itself when it is a key; else, for a cut id (:func:`is_cut_test_id`), every key it begins (the
+    ids its dataset stores cut mid-parameter); else none.
+
+    Example:
+        >>> swebench_matches("t.py::test_f[log(x", ["t.py::test_f[log(x)]", "t.py::test_g"])
+        ['t.py::test_f[log(x)]']
+    """
+    if test_id in keys:
+        return [test_id]
+    if is_cut_test_id(test_id):
+        return [key for key in keys if key.startswith(test_id)]
+    return []
+
+
+def swebench_status_map(outcomes: Mapping[str, str]) -> dict[str, str]:
+    """The status map SWE-bench's pytest log parser would read from this run's ``-rA`` summary.
+
+    Each test id is cut at its first whitespace (:func:`swebench_test_key`) and its
+    outcome written as :data:`SWEBENCH_STATUS` says, in pytest's summary order (ids sorted within an
+    outcome): where two tests cut to one id, the later line wins and the first one's place is kept.
+
+    Example:
+        >>> swebench_status_map({"t.py::f[a b]": "passed", "t.py::f[a c]": "failed", "t.py::g": "xpassed"})
+        {'t.py::f[a': 'FAILED'}
+    """
+    status_map: dict[str, str] = {}
+    for outcome, status in SWEBENCH_STATUS.items():
+        for test_id in sorted(test_id for test_id, found in outcomes.items() if found == outcome):
+            status_map[swebench_test_key(test_id)] = status
+    return status_map
+
+
+def swebench_status(test_id: str, status_map: Mapping[str, str]) -> str | None:
+    """The status SWE-bench's grading reads for ``test_id`` (None: not found, which fails it).
+
+    The id's own status; for an id cut mid-parameter that no test has, the first status of the tests it
+    begins, when they all pass or all do not (:data:`SWEBENCH_PASSING`); else None.
+    """
+    matches = swebench_matches(test_id, status_map)
+    if len({status_map[key] in SWEBENCH_PASSING for key in matches}) != 1:
+        return None
+    return status_map[matches[0]]
+
+
+def _rules(evidence: Mapping[str, Any]) -> str:
+    rules = evidence.get(RULES_KEY, "strict")
+    if rules not in RULES:
+        raise RewardComputationError(f"expected evidence[{RULES_KEY!r}] to be one of {list(RULES)}, got {rules!r}")
+    return rules
 
 
 def _test_ids(task: Task, key: str) -> tuple[str, ...]:

@@ -87,6 +87,65 @@ def test_resolution_rules(evidence: dict[str, Any], resolved: float, partial: fl
         }
 
 
+F, G = "t.py::test_f", "t.py::test_g"
+
+
+@pytest.mark.parametrize(
+    ("fail_to_pass", "pass_to_pass", "outcomes", "strict", "swebench"),
+    [
+        # an xfailed FAIL_TO_PASS test passes under SWE-bench's rules (XFAIL is passing), not under the strict ones
+        ([A, B], [C], {A: "xfailed", B: "passed", C: "passed"}, (1, 1), (2, 1)),
+        # a skipped PASS_TO_PASS test is kept under SWE-bench's rules (test_maintained)
+        ([A, B], [C], {A: "passed", B: "passed", C: "skipped"}, (2, 0), (2, 1)),
+        # ... and an xfailed one too (XFAIL passes)
+        ([A, B], [C], {A: "passed", B: "passed", C: "xfailed"}, (2, 0), (2, 1)),
+        # a skipped FAIL_TO_PASS test is not fixed under either (SWE-bench's test_failed lists SKIPPED)
+        ([A, B], [C], {A: "skipped", B: "passed", C: "passed"}, (1, 1), (1, 1)),
+        # an xpassed test is absent from SWE-bench's map (its XPASS line is not parsed): failed, in either list
+        ([A, B], [C], {A: "xpassed", B: "passed", C: "xpassed"}, (1, 0), (1, 0)),
+        # an error fails both lists under both rules
+        ([A, B], [C], {A: "error", B: "passed", C: "error"}, (1, 0), (1, 0)),
+        # an id cut at the first space, as SWE-bench's log parser stores it: found under its rules only
+        ([f"{F}[in"], [f"{F}[above"], {f"{F}[in range]": "passed", f"{F}[above top]": "passed"}, (0, 0), (1, 1)),
+        # a full id with a space is never in SWE-bench's map: not passed there
+        ([f"{F}[in range]"], [], {f"{F}[in range]": "passed"}, (1, 0), (0, 0)),
+        # two tests cut to one id: the later summary line wins (failures are written after passes)
+        ([f"{F}[a"], [], {f"{F}[a b]": "passed", f"{F}[a c]": "failed"}, (0, 0), (0, 0)),
+        # ... skips after passes: SKIPPED, which fails a FAIL_TO_PASS test and keeps a PASS_TO_PASS one
+        ([f"{F}[a"], [f"{F}[a"], {f"{F}[a b]": "passed", f"{F}[a c]": "skipped"}, (0, 0), (0, 1)),
+        # ... errors after xfails: ERROR
+        ([f"{F}[a"], [], {f"{F}[a b]": "xfailed", f"{F}[a c]": "error"}, (0, 0), (0, 0)),
+        # an id cut mid-parameter (more '[' than ']') is read from the tests it begins when they agree on passing
+        ([f"{G}[log(x"], [], {f"{G}[log(x)]": "passed", f"{G}[log(x^2)]": "xfailed"}, (0, 0), (1, 0)),
+        # ... and not found when they disagree
+        ([f"{G}[log(x"], [], {f"{G}[log(x)]": "passed", f"{G}[log(x^2)]": "failed"}, (0, 0), (0, 0)),
+        # ... where they agree on not passing, the first in the map is read: the skipped one (skips come before
+        # failures), which keeps a PASS_TO_PASS test
+        ([A], [f"{G}[log(x"], {A: "passed", f"{G}[log(x)]": "failed", f"{G}[log(x^2)]": "skipped"}, (1, 0), (1, 1)),
+        # a balanced id is never matched as a prefix
+        ([F], [], {f"{F}[1]": "passed"}, (0, 0), (0, 0)),
+    ],
+)
+def test_swebench_rules(fail_to_pass: list[str], pass_to_pass: list[str], outcomes: dict[str, str],
+                        strict: tuple[int, int], swebench: tuple[int, int]) -> None:
+    task = swe_task(fail_to_pass, pass_to_pass)
+    for rules, (f2p, p2p) in [("strict", strict), ("swebench", swebench)]:
+        result = swe_resolved_reward(task, Trajectory(), {"test_run": run(outcomes), "patch": PATCH, "rules": rules})
+        components = dict(result.components)
+        assert (components["f2p_passed"], components["p2p_passed"]) == (f2p, p2p), rules
+        resolved = (f2p, p2p) == (len(fail_to_pass), len(pass_to_pass))
+        assert (result.value, components["resolved"]) == (float(resolved), float(resolved)), rules
+        assert swe_partial_reward(task, Trajectory(), {"test_run": run(outcomes), "patch": PATCH, "rules": rules}
+                                  ).value == (f2p / len(fail_to_pass) if p2p == len(pass_to_pass) else 0.0), rules
+
+
+def test_the_rules_default_to_strict_and_unknown_rules_are_an_error() -> None:
+    evidence = {"test_run": run({A: "xfailed", B: "passed", C: "passed"}), "patch": PATCH}
+    assert swe_resolved_reward(swe_task(), Trajectory(), evidence).value == 0.0  # xfail does not pass
+    with pytest.raises(RewardComputationError, match="one of \\['strict', 'swebench'\\], got 'SWE-bench'"):
+        swe_resolved_reward(swe_task(), Trajectory(), {**evidence, "rules": "SWE-bench"})
+
+
 @pytest.mark.parametrize(
     ("status", "outcomes"),
     [
