@@ -8,11 +8,15 @@ The run's bootstrap imports it before the repository is on ``sys.path`` and befo
 configuration, so its snapshot of pytest's reporting internals is taken before any code of the repository runs.
 It then:
 
-* keeps only the requested tests (``pytest_collection_modifyitems``) and records collection errors;
+* keeps only the requested tests (``pytest_collection_modifyitems``: by full node id, or under the ``swebench``
+  rules as SWE-bench's grading reads its ids, cut at the first whitespace) and records collection errors;
 * records, from the innermost user-level wrapper of each phase (``trylast`` hook wrappers of
   ``pytest_runtest_setup`` / ``_call`` / ``_teardown``), whether the phase raised;
 * checks every report it sees: a phase that raised cannot be ``passed``, a report must come from
-  ``pytest_runtest_makereport`` and must not change after it was made;
+  ``pytest_runtest_makereport`` and must not change after it was made; a subtest report (pytest 9 reports
+  unittest's ``subTest`` and the ``subtests`` fixture natively, as a ``SubtestReport`` copied from a report
+  ``pytest_runtest_makereport`` made) must be the copy of one such report, not yet used, of its test's call
+  phase with the same outcome; a failed subtest fails its test;
 * checks at every report and at the end that the watched objects (:data:`WATCHED`) and the plugins implementing
   the reporting hooks (:data:`REPORTING_HOOKS`) are the ones it saw at the start;
 * writes, at the very end of ``pytest_sessionfinish``, a JSON report carrying the run's nonce (read from a file
@@ -58,9 +62,14 @@ WATCHED = {
     "pluggy._manager": ("PluginManager",),
     "pluggy._result": ("Result", "_Result"),
     "pytest": ("TestReport", "CollectReport", "fail", "skip", "xfail", "exit", "main", "console_main"),
+    "_pytest.unittest": ("TestCaseFunction",),
+    "_pytest.subtests": ("SubtestReport", "SubtestContext", "_SubTestContextManager", "pytest_report_teststatus"),
 }
 """Module -> names whose identity is checked; a class is checked member by member. Names a pytest or pluggy
-version lacks are skipped."""
+version lacks are skipped, and so are the modules of :data:`OPTIONAL_MODULES` it lacks."""
+
+OPTIONAL_MODULES = frozenset({"_pytest.subtests"})
+"""Watched modules that only some pytest versions have (subtests are pytest 9's)."""
 
 REPORTING_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
                    "pytest_pyfunc_call", "pytest_runtest_makereport", "pytest_runtest_logreport",
@@ -113,10 +122,19 @@ def _watched() -> list[tuple[str, str]]:
     return watched
 
 
+def _import_watched() -> None:
+    """Import every watched module this pytest has (a missing one is an error unless it is optional)."""
+    for module_name in WATCHED:
+        try:
+            importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            if module_name not in OPTIONAL_MODULES:
+                raise
+
+
 def _snapshot() -> dict[tuple[str, str], dict[str, int]]:
     """Identity of every watched object this pytest and pluggy have (their modules imported first)."""
-    for module_name in WATCHED:
-        importlib.import_module(module_name)
+    _import_watched()
     identities = {key: _identity(*key) for key in _watched()}
     return {key: identity for key, identity in identities.items() if identity is not None}
 
@@ -129,6 +147,26 @@ def _changed_members(before: dict[str, int], after: dict[str, int] | None) -> li
     changed = [name for name, identity in before.items() if not name.startswith("^") and after.get(name) != identity]
     changed += [name for name in after.keys() - before.keys() if f"^{name}" in before]
     return sorted(name or "<itself>" for name in changed)
+
+
+def _swebench_key(nodeid: str) -> str:
+    """A node id as SWE-bench's pytest log parser stores it: cut at its first whitespace (the grader's
+    ``rewards.swe.swebench_test_key``, which this file cannot import)."""
+    words = nodeid.split()
+    return words[0] if words else nodeid
+
+
+def _subtest_report_class() -> type | None:
+    """pytest 9's ``SubtestReport`` class; None for a pytest without native subtests."""
+    _import_watched()
+    module = sys.modules.get("_pytest.subtests")
+    return getattr(module, "SubtestReport", None)
+
+
+def _fingerprint(report: Any) -> tuple[Any, ...]:
+    """What a subtest report keeps of the report it was copied from (``SubtestReport._new``)."""
+    return (report.nodeid, report.when, report.outcome, report.duration, getattr(report, "start", None),
+            getattr(report, "stop", None), report.location)
 
 
 def _hookimpls(config: pytest.Config, name: str) -> list[tuple[str, int]]:
@@ -150,6 +188,9 @@ class Guard:
         self.report_path: str = settings["report"]
         requested = settings["test_ids"]
         self.requested: set[str] | None = None if requested is None else set(requested)
+        self.rules: str = settings.get("rules", "strict")
+        self.subtest_class: type | None = _subtest_report_class()
+        self.subtest_failures: dict[str, int] = {}
         self.snapshot: dict[tuple[str, str], dict[str, int]] = {}
         self.hookimpls: dict[str, list[tuple[str, int]]] = {}
         self.raised: dict[tuple[str, str], bool] = {}
@@ -189,11 +230,44 @@ class Guard:
         self.check_identities()
         self.check_hookimpls(config)
 
+    def requested_ids(self, nodeid: str) -> list[str]:
+        """The requested ids that name the test ``nodeid`` (under the ``swebench`` rules, those equal to its
+        cut id, or cut mid-parameter, with more ``[`` than ``]``, and beginning it)."""
+        assert self.requested is not None
+        if self.rules != "swebench":
+            return [nodeid] if nodeid in self.requested else []
+        key = _swebench_key(nodeid)
+        return [test_id for test_id in self.requested
+                if test_id == key or (test_id.count("[") > test_id.count("]") and key.startswith(test_id))]
+
+    def is_subtest_report(self, report: Any) -> bool:
+        """Whether ``report`` is one of pytest 9's subtest reports (exactly its class, not a subclass)."""
+        return self.subtest_class is not None and type(report) is self.subtest_class
+
+    def take_subtest_source(self, report: Any) -> bool:
+        """Find, and use up, the report ``pytest_runtest_makereport`` made that the subtest report ``report`` was
+        copied from; False when there is none."""
+        fingerprint = _fingerprint(report)
+        for key, (made, outcome) in self.made.items():
+            if outcome == made.outcome and _fingerprint(made) == fingerprint:
+                del self.made[key]
+                return True
+        return False
+
+    def record_subtest(self, report: Any) -> None:
+        """A failed subtest fails its test (pytest 9 fails a passed test with failed subtests)."""
+        if report.failed:
+            self.subtest_failures[report.nodeid] = self.subtest_failures.get(report.nodeid, 0) + 1
+            if self.outcomes.get(report.nodeid) in ("passed", "xpassed"):
+                self.outcomes[report.nodeid] = "failed"
+
     def record_outcome(self, report: pytest.TestReport) -> None:
         """Fold one phase's report into its test's outcome."""
         wasxfail = hasattr(report, "wasxfail")
         if report.when == "call":
-            if report.passed:
+            if report.passed and self.subtest_failures.get(report.nodeid):
+                self.outcomes[report.nodeid] = "failed"
+            elif report.passed:
                 self.outcomes[report.nodeid] = "xpassed" if wasxfail else "passed"
             elif report.failed:
                 self.outcomes[report.nodeid] = "failed"
@@ -221,9 +295,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Keep only the requested tests; note the requested ones that were not collected."""
     if _GUARD.requested is None:
         return
-    kept = [item for item in items if item.nodeid in _GUARD.requested]
-    dropped = [item for item in items if item.nodeid not in _GUARD.requested]
-    _GUARD.not_collected = sorted(_GUARD.requested - {item.nodeid for item in kept})
+    named = {item.nodeid: _GUARD.requested_ids(item.nodeid) for item in items}
+    kept = [item for item in items if named[item.nodeid]]
+    dropped = [item for item in items if not named[item.nodeid]]
+    _GUARD.not_collected = sorted(_GUARD.requested - {test_id for ids in named.values() for test_id in ids})
     items[:] = kept
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -280,6 +355,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Check the report is the one made for this phase, unchanged, then fold it into the outcomes."""
+    if _GUARD.is_subtest_report(report):
+        if report.when != "call" or not _GUARD.take_subtest_source(report):
+            _GUARD.note(f"{report.nodeid}: a subtest report that pytest_runtest_makereport did not make")
+        _GUARD.record_subtest(report)
+        return
     made = _GUARD.made.pop(id(report), None)
     if made is None or made[0] is not report:
         _GUARD.note(f"{report.nodeid}: a {report.when} report that pytest_runtest_makereport did not make")
@@ -300,9 +380,10 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
     _GUARD.write_report(int(session.exitstatus))
 
 
-OWN_NAMES = ("Guard", "_GUARD", "pytest_collection_modifyitems", "pytest_collectreport", "pytest_sessionstart",
-             "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown", "pytest_runtest_makereport",
-             "pytest_runtest_logreport", "pytest_sessionfinish")
+OWN_NAMES = ("Guard", "_GUARD", "_swebench_key", "_fingerprint", "pytest_collection_modifyitems",
+             "pytest_collectreport", "pytest_sessionstart", "pytest_runtest_setup", "pytest_runtest_call",
+             "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
+             "pytest_sessionfinish")
 """This plugin's state and hooks, watched like pytest's internals."""
 
 _GUARD = Guard(_load_settings())

@@ -26,7 +26,11 @@ bootstrap imports pytest and the guard before the repository joins ``sys.path`` 
     a requested test was not reported (deleted, renamed)    requested ids missing from the outcomes
     ======================================================  ===============================================
 
-and ``"timeout"`` past ``timeout_s``. Code under test runs inside the pytest process, so the guard is a
+and ``"timeout"`` past ``timeout_s``. Each such run names its reason (:attr:`TestRun.reason`, one of
+:data:`~tasks.swe.testrun.REASONS`): ``no_report`` (``memory`` when a MemoryError ended pytest, ``killed`` when a
+signal did), ``tampered``, ``memory`` (a MemoryError at collection or as pytest's internal error),
+``collection_error``, ``internal_error`` / ``interrupted`` / ``usage_error`` / ``no_tests`` (the exit codes),
+``exit_code``, ``not_reported``, ``timeout``. Code under test runs inside the pytest process, so the guard is a
 tripwire, not a wall (see :mod:`agentgym_envs.swe.pytest_guard`): grading must run on a fresh sandbox with only
 the agent's diff applied and the test files restored (:func:`restore_files`), so that no process of the
 agent lives on and no file of its own survives but through its diff.
@@ -53,6 +57,7 @@ from typing import Any
 
 from agentgym_envs.errors import SandboxError
 from agentgym_envs.sandbox.base import Sandbox
+from rewards.swe import RULES, swebench_matches, swebench_test_key
 from tasks.swe.testrun import OUTCOMES, TestRun
 
 TESTBED = "testbed"
@@ -94,6 +99,9 @@ CELL_GRACE_S = 30.0
 
 EXIT_CODES = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 """pytest's exit codes other than 0 (all passed) and 1 (some failed)."""
+
+EXIT_REASONS = {2: "interrupted", 3: "internal_error", 4: "usage_error", 5: "no_tests"}
+"""The :data:`~tasks.swe.testrun.REASONS` of pytest's exit codes other than 0 and 1."""
 
 UNPACK_CELL = r'''
 def _agentrl_unpack(archive, folder, clear, keep_conftests, nonce):
@@ -382,9 +390,9 @@ def _pytest_argv(test_ids: Sequence[str] | None, suite_paths: Sequence[str], con
 
 
 def _write_run_folder(sandbox: Sandbox, run_dir: str, nonce: str, test_ids: Sequence[str] | None,
-                      config: PytestConfig, workdir: str) -> None:
+                      config: PytestConfig, workdir: str, rules: str) -> None:
     """Write the bootstrap, the guard, its settings and the configuration into ``run_dir``."""
-    settings = {"nonce": nonce, "test_ids": None if test_ids is None else list(test_ids),
+    settings = {"nonce": nonce, "test_ids": None if test_ids is None else list(test_ids), "rules": rules,
                 "report": f"{workdir}/{run_dir}/report.json"}
     sandbox.write_file(f"{run_dir}/bootstrap.py", BOOTSTRAP_SOURCE.encode())
     sandbox.write_file(f"{run_dir}/{GUARD_MODULE}.py", GUARD_SOURCE.encode())
@@ -400,7 +408,7 @@ def _work_directory(sandbox: Sandbox) -> str:
 
 
 def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: float, folder: str = TESTBED,
-              config: PytestConfig | None = None, suite_paths: Sequence[str] = ()) -> TestRun:
+              config: PytestConfig | None = None, suite_paths: Sequence[str] = (), rules: str = "strict") -> TestRun:
     """Run the repository's tests ``test_ids`` (the whole suite when None) in the sandbox, under the guard.
 
     Args:
@@ -415,22 +423,28 @@ def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: fl
         suite_paths: Files or folders that hold the suite, relative to the repository's root (e.g. a pin's
             ``test_paths``), collected when ``test_ids`` is None; none means the configuration's ``testpaths``,
             else the whole repository.
+        rules: How ``test_ids`` name tests: ``"strict"``, each a full node id; ``"swebench"``, as SWE-bench's
+            grading reads them (:func:`rewards.swe.swebench_matches`: the tests whose node id, cut at its first
+            whitespace, is the id, or begins with an id cut mid-parameter). The outcomes are keyed by full node
+            id either way.
 
     Returns:
-        The run; see the module's table for when it is ``"error"``.
+        The run; see the module's table for when it is ``"error"`` (:attr:`TestRun.reason` names which).
 
     Raises:
-        ValueError: ``test_ids`` is empty.
+        ValueError: ``test_ids`` is empty, or unknown ``rules``.
         SandboxError: The sandbox itself failed, or the harness could not run (an infrastructure fault in a
             fresh sandbox).
     """
     if test_ids is not None and not test_ids:
         raise ValueError("expected test ids to run (or None for the whole suite), got none")
+    if rules not in RULES:
+        raise ValueError(f"rules: expected one of {list(RULES)}, got {rules!r}")
     nonce = secrets.token_hex(16)
     run_dir = f".agentrl-run-{nonce[:16]}"
     config = config or PytestConfig()
     workdir = _work_directory(sandbox)
-    _write_run_folder(sandbox, run_dir, nonce, test_ids, config, workdir)
+    _write_run_folder(sandbox, run_dir, nonce, test_ids, config, workdir, rules)
     argv = _pytest_argv(test_ids, suite_paths, f"{workdir}/{run_dir}/config/{config.name}", f"{workdir}/{folder}")
     call = (f"_agentrl_run_pytest({workdir + '/' + run_dir!r}, {workdir + '/' + folder!r}, {argv!r}, "
             f"{timeout_s!r}, {nonce!r}); del _agentrl_run_pytest")
@@ -439,7 +453,7 @@ def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: fl
         report = _read_report(sandbox, f"{run_dir}/report.json")
     finally:
         sandbox.run_code(CLEANUP_CELL.format(path=run_dir))
-    return judge_run(status, report, nonce=nonce, test_ids=test_ids)
+    return judge_run(status, report, nonce=nonce, test_ids=test_ids, rules=rules)
 
 
 def _read_report(sandbox: Sandbox, path: str) -> Any:
@@ -471,42 +485,70 @@ def _listed(items: Iterable[str], limit: int = 3) -> str:
     return ", ".join(items[:limit]) + more
 
 
-def _exit_problem(returncode: int, report: dict[str, Any]) -> str | None:
+Problem = tuple[str, str]
+"""Why a run is invalid: its reason (:data:`~tasks.swe.testrun.REASONS`) and a detail for a reader."""
+
+
+def _exit_problem(returncode: int, report: dict[str, Any]) -> Problem | None:
     """Why the exit code contradicts the report or the run, or None when it agrees."""
     if returncode != report["exitstatus"]:
-        return f"pytest exited with code {returncode} but its session ended with {report['exitstatus']}"
+        return "exit_code", f"pytest exited with code {returncode} but its session ended with {report['exitstatus']}"
     if returncode in EXIT_CODES:
-        return f"pytest exited with code {returncode} ({EXIT_CODES[returncode]})"
+        return EXIT_REASONS[returncode], f"pytest exited with code {returncode} ({EXIT_CODES[returncode]})"
     failures = [test_id for test_id, outcome in report["outcomes"].items() if outcome in ("failed", "error")]
     if returncode == 0 and failures:
-        return f"pytest exited with code 0 but reported failures ({_listed(failures)})"
+        return "exit_code", f"pytest exited with code 0 but reported failures ({_listed(failures)})"
     if returncode == 1 and not failures:
-        return "pytest exited with code 1 but reported no failure"
+        return "exit_code", "pytest exited with code 1 but reported no failure"
     if returncode not in (0, 1):
-        return f"pytest exited with code {returncode}"
+        return "exit_code", f"pytest exited with code {returncode}"
     return None
 
 
-def _run_problem(status: dict[str, Any], report: Any, nonce: str, test_ids: Sequence[str] | None) -> str | None:
+def _missing(test_ids: Sequence[str] | None, outcomes: Mapping[str, str], rules: str) -> list[str]:
+    """The requested tests the outcomes lack: by full node id, or by SWE-bench's cut ids under its rules."""
+    if rules == "strict":
+        return sorted(set(test_ids or ()) - set(outcomes))
+    keys = {swebench_test_key(test_id): None for test_id in outcomes}
+    return sorted(test_id for test_id in set(test_ids or ()) if not swebench_matches(test_id, keys))
+
+
+def _dead_run(status: dict[str, Any], problem: str) -> Problem:
+    """Why a run without a usable report is invalid: out of memory, killed by a signal, or just no report."""
+    returncode, tail = status["returncode"], status["log_tail"].strip()[-300:]
+    detail = f"{problem} (pytest exited with code {returncode}): {tail}"
+    if "MemoryError" in tail:
+        return "memory", detail
+    if returncode < 0:
+        return "killed", f"{problem} (pytest was killed by signal {-returncode}): {tail}"
+    return "no_report", detail
+
+
+def _run_problem(status: dict[str, Any], report: Any, nonce: str, test_ids: Sequence[str] | None,
+                 rules: str) -> Problem | None:
     """Why a finished run is invalid, or None when its outcomes may be used."""
     tail = status["log_tail"].strip()[-300:]
     problem = _report_problem(report, nonce)
     if problem is not None:
-        return f"{problem} (pytest exited with code {status['returncode']}): {tail}"
+        return _dead_run(status, problem)
     if report["tamper"]:
-        return f"the test run was tampered with: {'; '.join(report['tamper'][:3])}"
+        return "tampered", f"the test run was tampered with: {'; '.join(report['tamper'][:3])}"
     if report["collection_errors"]:
-        return f"collection errors in {_listed(report['collection_errors'])}: {tail}"
-    problem = _exit_problem(status["returncode"], report)
-    if problem is not None:
-        return f"{problem}: {tail}"
-    missing = sorted(set(test_ids or ()) - set(report["outcomes"]))
+        problem = "collection_error", f"collection errors in {_listed(report['collection_errors'])}"
+    else:
+        problem = _exit_problem(status["returncode"], report)
+    if problem is not None and "MemoryError" in tail:  # pytest ended abnormally for want of memory
+        return "memory", f"the test run ran out of memory ({problem[1]}): {tail}"
+    missing = _missing(test_ids, report["outcomes"], rules)
+    if problem is not None and not (problem[0] == "no_tests" and missing):  # no test: the ids name none
+        return problem[0], f"{problem[1]}: {tail}"
     if missing:
-        return f"{len(missing)} requested tests were not reported: {_listed(missing)}"
+        return "not_reported", f"{len(missing)} requested tests were not reported: {_listed(missing)}"
     return None
 
 
-def judge_run(status: dict[str, Any], report: Any, *, nonce: str, test_ids: Sequence[str] | None) -> TestRun:
+def judge_run(status: dict[str, Any], report: Any, *, nonce: str, test_ids: Sequence[str] | None,
+              rules: str = "strict") -> TestRun:
     """The :class:`TestRun` of one run, from the harness's status and the guard's report.
 
     Args:
@@ -515,17 +557,20 @@ def judge_run(status: dict[str, Any], report: Any, *, nonce: str, test_ids: Sequ
         report: The guard's report as read back (None when there was none).
         nonce: This run's nonce, which the report must carry.
         test_ids: The requested tests (None: whatever pytest collected).
+        rules: How a requested id names a reported test: ``"strict"``, by its full node id; ``"swebench"``, as
+            SWE-bench's grading finds it (:func:`rewards.swe.swebench_matches`).
 
     Returns:
-        ``"timeout"`` when killed, ``"error"`` with the reason when the run is invalid, else ``"ok"``. The
-        outcomes of a well-formed report are kept whatever the status.
+        ``"timeout"`` when killed, ``"error"`` with the reason (one of :data:`~tasks.swe.testrun.REASONS`) when
+        the run is invalid, else ``"ok"``. The outcomes of a well-formed report are kept whatever the status.
     """
     valid_report = _report_problem(report, nonce) is None
     outcomes = report["outcomes"] if valid_report else {}
     duration = round(float(status["duration_s"]), 3)
     if status["returncode"] is None:
-        return TestRun(status="timeout", outcomes=outcomes, exit_code=None, duration_s=duration,
+        return TestRun(status="timeout", outcomes=outcomes, exit_code=None, duration_s=duration, reason="timeout",
                        detail=f"the test run passed its time limit and was killed: {status['log_tail'][-300:]}")
-    problem = _run_problem(status, report, nonce, test_ids)
+    problem = _run_problem(status, report, nonce, test_ids, rules)
+    reason, detail = problem or ("", "")
     return TestRun(status="ok" if problem is None else "error", outcomes=outcomes, exit_code=status["returncode"],
-                   duration_s=duration, detail=problem or "")
+                   duration_s=duration, detail=detail, reason=reason)

@@ -48,6 +48,52 @@ EXIT_ZERO_AT_SHUTDOWN = b"import atexit, os\natexit.register(os._exit, 0)\n" + C
 
 ENDLESS_ADD = OPS.replace(b"    return a + b", b"    while True:\n        pass")
 
+HOG_AT_IMPORT = b"_HOG = bytearray(8 * 1024 ** 3)\n" + OPS
+"""A library that asks for more memory than the sandbox's limit at import: pytest's collection ends in a MemoryError."""
+
+SUBTESTS = b"""import unittest
+
+from calc import clamp
+
+
+class TestClamp(unittest.TestCase):
+    def test_inside(self):
+        for x in (0, 5, 9):
+            with self.subTest(x=x):
+                self.assertEqual(clamp(x, 0, 10), x)
+
+    def test_above(self):
+        for x in (11, 12):
+            with self.subTest(x=x):
+                self.assertEqual(clamp(x, 0, 10), 10)
+"""
+"""unittest subTests, which pytest 9 reports natively (a subtest report each) and pytest 7 does not."""
+
+SUBTEST_IDS = ["tests/test_sub.py::TestClamp::test_inside", "tests/test_sub.py::TestClamp::test_above"]
+
+FORGED_SUBTEST = b"""import pytest
+
+
+def test_forged(request):
+    subtests = pytest.importorskip("_pytest.subtests")  # pytest 9's
+    item = request.node
+    base = pytest.TestReport(item.nodeid, item.location, {}, "passed", None, "call")
+    forged = subtests.SubtestReport._new(base, subtests.SubtestContext(msg="forged", kwargs={}), None, None)
+    item.ihook.pytest_runtest_logreport(report=forged)
+"""
+"""A subtest report made without pytest_runtest_makereport (on pytest 9; the test skips on a pytest without)."""
+
+SPACED_IDS = b"""import pytest
+
+from calc import clamp
+
+
+@pytest.mark.parametrize("label, x, expected", [("in range", 5, 5), ("above top", 11, 10)])
+def test_labelled(label, x, expected):
+    assert clamp(x, 0, 10) == expected
+"""
+"""Parametrize ids with spaces (``test_labelled[in range-5-5]``), which SWE-bench stores cut at the space."""
+
 
 def run(sandbox: KernelSandbox, files: dict[str, bytes], test_ids: list[str] | None = TEST_IDS, *,
         timeout_s: float = 30.0) -> TestRun:
@@ -129,7 +175,7 @@ def test_deleted_tests_are_missing_and_not_passed(swe_sandbox: KernelSandbox) ->
 
 def test_endless_test_times_out_and_the_sandbox_stays_usable(swe_sandbox: KernelSandbox) -> None:
     endless = run(swe_sandbox, changed(REPO, {"calc/ops.py": ENDLESS_ADD}), timeout_s=3.0)
-    assert (endless.status, endless.exit_code) == ("timeout", None)
+    assert (endless.status, endless.exit_code, endless.reason) == ("timeout", None, "timeout")
     assert 3.0 <= endless.duration_s < 6.0
     left = swe_sandbox.run_code("import subprocess; print(subprocess.run(['ps', '-eo', 'args'], capture_output=True, "
                                 "text=True).stdout.count('bootstrap.py'))")
@@ -157,3 +203,50 @@ def test_working_tree_diff_applies_with_patch(swe_sandbox: KernelSandbox, tmp_pa
                for path in tmp_path.rglob("*") if path.is_file()}
     assert applied == read_tree(swe_sandbox)
     assert "calc/__pycache__/ops.pyc" not in applied and "setup.cfg" not in applied
+
+
+def test_a_collection_error_and_a_memory_error_name_their_reasons(swe_sandbox: KernelSandbox) -> None:
+    broken = run(swe_sandbox, changed(REPO, {"calc/ops.py": OPS + b"def broken(:\n"}))
+    assert (broken.status, broken.reason) == ("error", "collection_error")
+    assert broken.detail.startswith("collection errors in tests/test_ops.py")
+    hog = run(swe_sandbox, changed(REPO, {"calc/ops.py": HOG_AT_IMPORT}))
+    assert (hog.status, hog.reason) == ("error", "memory")
+    assert hog.detail.startswith("the test run ran out of memory (collection errors in tests/test_ops.py)")
+
+
+def sandbox_has_subtests(sandbox: KernelSandbox) -> bool:
+    """Whether the sandbox's pytest reports subtests natively (pytest 9: the host's, so bwrap's)."""
+    probe = sandbox.run_code("import importlib.util; print(importlib.util.find_spec('_pytest.subtests') is not None)")
+    return probe.output.strip() == "True"
+
+
+def test_unittest_subtests_are_not_a_tamper_finding_and_a_failed_one_fails_its_test(swe_sandbox: KernelSandbox) -> None:
+    files = changed(REPO, {"tests/test_sub.py": SUBTESTS})
+    fixed = run(swe_sandbox, files, SUBTEST_IDS)
+    assert (fixed.status, fixed.detail, fixed.outcomes) == ("ok", "", dict.fromkeys(SUBTEST_IDS, "passed"))
+    buggy = run(swe_sandbox, changed(files, {"calc/ops.py": CLAMP_BUG}), SUBTEST_IDS)
+    assert (buggy.status, buggy.exit_code, buggy.detail) == ("ok", 1, "")
+    assert buggy.outcomes == {SUBTEST_IDS[0]: "passed", SUBTEST_IDS[1]: "failed"}
+
+
+def test_a_forged_subtest_report_is_found(swe_sandbox: KernelSandbox) -> None:
+    forged = run(swe_sandbox, changed(REPO, {"tests/test_forged.py": FORGED_SUBTEST}),
+                 ["tests/test_forged.py::test_forged"])
+    if not sandbox_has_subtests(swe_sandbox):  # pytest 7 (the docker image's): no subtest reports to forge
+        assert (forged.status, forged.outcomes) == ("ok", {"tests/test_forged.py::test_forged": "skipped"})
+        return
+    assert (forged.status, forged.reason) == ("error", "tampered")
+    assert forged.detail == ("the test run was tampered with: tests/test_forged.py::test_forged: a subtest report "
+                             "that pytest_runtest_makereport did not make")
+
+
+def test_swebench_rules_run_the_tests_its_cut_ids_name(swe_sandbox: KernelSandbox) -> None:
+    files = changed(REPO, {"tests/test_labelled.py": SPACED_IDS, "calc/ops.py": CLAMP_BUG})
+    cut = ["tests/test_labelled.py::test_labelled[in", "tests/test_labelled.py::test_labelled[above"]
+    prepare_tree(swe_sandbox, files)
+    graded = run_tests(swe_sandbox, cut, timeout_s=30.0, config=pytest_config(REPO), rules="swebench")
+    assert (graded.status, graded.outcomes) == ("ok", {
+        "tests/test_labelled.py::test_labelled[in range-5-5]": "passed",
+        "tests/test_labelled.py::test_labelled[above top-11-10]": "failed"})
+    strict = run_tests(swe_sandbox, cut, timeout_s=30.0, config=pytest_config(REPO))
+    assert (strict.status, strict.reason, strict.outcomes) == ("error", "not_reported", {})
