@@ -19,6 +19,7 @@ episode starts, what evidence a finished trajectory gets, and its default reward
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -78,8 +79,8 @@ class TextEnv(gym.Env[str, str], ABC):
 
     Subclasses set :attr:`env_name`, :attr:`task_families` and :attr:`required_tools`, and provide
     :attr:`tools`, :meth:`default_reward` and :meth:`_begin_episode`; they may override
-    :meth:`_evidence`, :meth:`_instructions`, :meth:`_task_text`, :meth:`_task_over` (for a task that a
-    tool call ends, such as a purchase) and :meth:`_settings`.
+    :meth:`_evidence`, :meth:`_verdict`, :meth:`_instructions`, :meth:`_task_text`, :meth:`_task_over` (for a
+    task that a tool call ends, such as a purchase) and :meth:`_settings`.
 
     The options below are every env's (:class:`TextEnvOptions`); an env's own options come on top of them.
 
@@ -215,6 +216,12 @@ class TextEnv(gym.Env[str, str], ABC):
         """What the prompt shows of the task (after :meth:`_begin_episode`); the task's prompt by default."""
         return task.prompt
 
+    def _verdict(self) -> tuple[str, dict[str, Any]]:
+        """What the step that scored the episode adds, asked right after the reward: a note appended to its
+        observation (``""`` for none) and keys added to its ``info`` (SWE's ``info["grading"]``); nothing by
+        default. Not asked when an infrastructure fault ended the episode."""
+        return "", {}
+
     def _task_over(self) -> bool:
         """True once a tool call of the current episode ended the task (an item bought, a patch submitted).
 
@@ -341,7 +348,9 @@ class TextEnv(gym.Env[str, str], ABC):
             observation = f"{observation}\n\n{verdict}" if results else verdict
             return self._record(action, parsed, observation, results, 0.0, terminated=False, truncated=True,
                                 extra={"infra_error": True})
-        extra: dict[str, Any] = {"reward_components": dict(result.components)}
+        note, verdict = self._verdict()
+        observation = f"{observation}\n\n{note}" if note else observation
+        extra: dict[str, Any] = {"reward_components": dict(result.components), **verdict}
         if parsed.answer is not None:
             extra["answer"] = parsed.answer
         return self._record(action, parsed, observation, results, result.value, terminated=True, truncated=False,
@@ -364,7 +373,12 @@ class TextEnv(gym.Env[str, str], ABC):
             return f"{observation}\n\n{verdict}", 0.0, False, True, {**info, "infra_error": True}
         finally:
             self._at_turn_limit = False
-        return observation, result.value, False, True, {**info, "reward_components": dict(result.components)}
+        note, verdict = self._verdict()
+        if note:  # the turn was recorded before it was scored
+            observation = self._clip(f"{observation}\n\n{note}")
+            self._turns[-1] = dataclasses.replace(self._turns[-1], observation=observation)
+        return observation, result.value, False, True, {**info, "reward_components": dict(result.components),
+                                                        **verdict}
 
     def _score(self, task: Task, trajectory: Trajectory) -> RewardResult:
         """The evidence for a finished trajectory, then the family's reward function on it."""

@@ -112,3 +112,35 @@ def test_the_hook_is_off_by_default_and_without_a_registered_limit():
     bare = Draft()  # made directly: no registered limit, so never scored for it
     steps = play(bare, [tool_call_action("write", text="done")] * (LIMIT + 1))
     assert bare.turn_limit is None and all(not truncated for *_, truncated, _ in steps)
+
+
+class CheckedDraft(Draft):
+    """The draft env with a verdict: a note on the scoring step's observation and a key in its info."""
+
+    def _verdict(self) -> tuple[str, dict[str, Any]]:
+        return f"Checked: {self.draft!r}.", {"check": {"draft": self.draft}}
+
+
+def test_the_verdict_joins_the_step_that_scored_on_both_paths():
+    env = CheckedDraft()
+    env.reset(seed=0)
+    env.step(tool_call_action("write", text="done"))
+    observation, reward, terminated, _, info = env.step(answer_action("ok"))
+    assert (reward, terminated, info["check"]) == (1.0, True, {"draft": "done"})
+    assert observation == "Answer received. The episode is over.\n\nChecked: 'done'."
+    assert env.trajectory.turns[-1].observation == observation
+    gym.register(id="agentrl-test/CheckedDraft-v0", entry_point=CheckedDraft, max_episode_steps=LIMIT)
+    try:
+        limited = gym.make("agentrl-test/CheckedDraft-v0")
+        observation, _, _, truncated, info = play(limited, ["x", "y", tool_call_action("write", text="late")])[-1]
+        assert truncated and info["check"] == {"draft": "late"} and observation.endswith("\n\nChecked: 'late'.")
+        assert limited.unwrapped.trajectory.turns[-1].observation == observation
+    finally:
+        del gym.registry["agentrl-test/CheckedDraft-v0"]
+
+
+def test_no_verdict_after_an_infrastructure_fault():
+    env = CheckedDraft(reward=grader_down)
+    env.reset(seed=0)
+    observation, _, _, truncated, info = env.step(answer_action("ok"))
+    assert truncated and info["infra_error"] and "check" not in info and "Checked" not in observation
