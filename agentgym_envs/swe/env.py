@@ -19,8 +19,43 @@ SWE-bench task, its ``test_patch`` applied) and every test file the agent added 
 FAIL_TO_PASS and PASS_TO_PASS tests run under the guard of :func:`~agentgym_envs.swe.testing.run_tests`, with
 the pytest configuration the task was judged with (:func:`grading_config`; never the sandbox's files). No
 process of the agent survives into the grading run, and nothing of its own reaches it but its edits of non-test
-files. The evidence is ``{"test_run": TestRun.to_dict(),
-"patch": str, "truncated": bool}``, scored by :func:`~rewards.swe.swe_resolved_reward` (SWE-bench's rules).
+files. The evidence is ``{"test_run": TestRun.to_dict(), "patch": str, "truncated": bool, "rules": str}``,
+scored by :func:`~rewards.swe.swe_resolved_reward`.
+
+Rules (``rules=``): ``"strict"`` (the default: only ``passed`` passes, test ids are full pytest node ids) or
+``"swebench"`` (SWE-bench's harness: ``xfail`` passes, a skipped PASS_TO_PASS test is kept, and test ids are
+matched as SWE-bench's pytest log parser cuts them, at the first whitespace; see :mod:`rewards.swe`), so that
+numbers can be set beside published ones. Under both, the guard runs only the tests the ids name.
+
+Grading never raises out of ``step`` but for an infrastructure fault (a sandbox that died: an infra episode,
+``info["infra_error"]``). Anything else that goes wrong while grading is an *invalid run*: the episode ends
+scored 0 with the reward component ``invalid`` at 1.0 (``benchmarks.evaluate`` counts such episodes apart from
+wrong answers), the last observation says why, and ``info["grading"]`` (:func:`grading_info`, on every step that
+graded) carries ``valid``, ``status``, ``reason``, ``detail``, ``exit_code``, ``duration_s`` and ``tests``. The
+reasons (:data:`~tasks.swe.testrun.REASONS`):
+
+    ====================  ==================================================================================
+    reason                what went wrong
+    ====================  ==================================================================================
+    ``timeout``           the run passed ``test_timeout_s``
+    ``memory``            a MemoryError ended it (pytest's ``INTERNALERROR> MemoryError``, exit 3, or at
+                          collection): ``sandbox_limits.memory_mb`` may be too small for the suite
+    ``killed``            pytest died by a signal before reporting (the OOM killer, a kill)
+    ``collection_error``  a test file did not import
+    ``internal_error``,   pytest's exit codes 3, 2, 4 and 5
+    ``interrupted``,
+    ``usage_error``,
+    ``no_tests``
+    ``no_report``,        no well-formed report, a tamper finding of the guard, an exit code that contradicts
+    ``tampered``,         the report, a requested test not reported (:mod:`agentgym_envs.swe.testing`)
+    ``exit_code``,
+    ``not_reported``
+    ``tree_unreadable``   the agent's working tree could not be read back (its processes broke the sandbox)
+    ``tree_unwritable``   the patched repository does not fit into the grading sandbox
+    ``test_patch``        the task's ``test_patch`` does not apply: the repository folder is not at
+                          ``base_commit`` (not the agent's doing: check the folder)
+    ``grader_error``      the grading code raised (a bug; logged with its traceback)
+    ====================  ==================================================================================
 
 Two task families: ``synthetic`` (bugs planted in a pinned PyPI package, :mod:`tasks.swe`) and ``swebench``
 (SWE-bench-format instances, :func:`~tasks.swe.instances.load_swebench`, with the repository in a folder on
@@ -29,6 +64,7 @@ this machine at ``base_commit``).
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack
@@ -72,14 +108,18 @@ from rewards import (
     swe_patch_similarity_reward,
     swe_resolved_reward,
 )
-from tasks import Task, TaskError, Trajectory
+from rewards.swe import RULES
+from tasks import InfrastructureError, Task, TaskError, Trajectory
+from tasks.errors import did_you_mean
 from tasks.swe.instances import as_test_ids, tree_digest
-from tasks.swe.patches import apply_patch, parse_patch
+from tasks.swe.patches import PatchError, apply_patch, parse_patch
 from tasks.swe.repos import folder_files, is_test_file, pin, repository_files
-from tasks.swe.testrun import TestRun
+from tasks.swe.testrun import REASONS, TestRun
 
 if TYPE_CHECKING:  # the docker SDK is imported only when the docker backend is used
     from agentgym_envs.sandbox.docker import DockerSandboxPool
+
+logger = logging.getLogger(__name__)
 
 FAMILIES = ("synthetic", "swebench")
 REQUIRED_TOOLS = {family: ("bash",) for family in FAMILIES}
@@ -183,6 +223,8 @@ class SWEEnv(SandboxEnv):
         bash_timeout_s: A ``bash`` command is killed (with its process group) after this long.
         bash_output_bytes: Bytes of a command's output shown: half from its start, half from its end.
         test_timeout_s: Time limit of the grading run.
+        rules: Grading rules: ``"strict"`` (default) or ``"swebench"`` (SWE-bench's harness; see the module
+            docstring). In the card's settings.
         sandbox, sandbox_limits, sandbox_pool: See :class:`~agentgym_envs.sandboxed.SandboxEnv` (limits default to
             :data:`SWE_SANDBOX_LIMITS`).
         **options: Every env's options (:class:`~agentgym_envs.core.TextEnvOptions`: ``split``, ``splits_dir``,
@@ -190,7 +232,8 @@ class SWEEnv(SandboxEnv):
             :class:`~agentgym_envs.core.TextEnv`. Families: ``"synthetic"``, ``"swebench"``.
 
     Raises:
-        EnvConfigError: As :class:`~agentgym_envs.sandboxed.SandboxEnv`, or a non-positive time or output size.
+        EnvConfigError: As :class:`~agentgym_envs.sandboxed.SandboxEnv`, a non-positive time or output size, or
+            unknown rules.
 
     Example:
         >>> import gymnasium as gym, agentgym_envs                          # doctest: +SKIP
@@ -205,17 +248,20 @@ class SWEEnv(SandboxEnv):
 
     def __init__(self, *, sandbox: str = "docker", sandbox_limits: SandboxLimits | None = None,
                  sandbox_pool: DockerSandboxPool | None = None, bash_timeout_s: float = 60.0,
-                 bash_output_bytes: int = 10_000, test_timeout_s: float = 120.0,
+                 bash_output_bytes: int = 10_000, test_timeout_s: float = 120.0, rules: str = "strict",
                  **options: Unpack[TextEnvOptions]) -> None:
         if min(bash_timeout_s, test_timeout_s) <= 0 or bash_output_bytes < 2:
             raise EnvConfigError(f"expected positive time limits and bash_output_bytes >= 2, got bash_timeout_s="
                                  f"{bash_timeout_s}, test_timeout_s={test_timeout_s}, "
                                  f"bash_output_bytes={bash_output_bytes}")
+        if rules not in RULES:
+            raise EnvConfigError(f"rules: expected one of {list(RULES)}, got {rules!r}{did_you_mean(rules, RULES)}")
         super().__init__(sandbox=sandbox, sandbox_limits=sandbox_limits or SWE_SANDBOX_LIMITS,
                          sandbox_pool=sandbox_pool, **options)
         self.bash_timeout_s = bash_timeout_s
         self.bash_output_bytes = bash_output_bytes
         self.test_timeout_s = test_timeout_s
+        self.rules = rules
         self._tools = (
             Tool("bash", "Run a bash command in the repository folder and return its output and exit code.",
                  BASH_SCHEMA, self._bash),
@@ -230,6 +276,7 @@ class SWEEnv(SandboxEnv):
         self._tree: dict[str, bytes] = {}
         self._root = ""
         self._submitted = False
+        self._grading: dict[str, Any] = {}
 
     @property
     def tools(self) -> Sequence[Tool]:
@@ -242,7 +289,7 @@ class SWEEnv(SandboxEnv):
 
     def _settings(self) -> dict[str, Any]:
         return {"bash_timeout_s": self.bash_timeout_s, "bash_output_bytes": self.bash_output_bytes,
-                "test_timeout_s": self.test_timeout_s}
+                "test_timeout_s": self.test_timeout_s, "rules": self.rules}
 
     # -- the episode's repository --------------------------------------------------------------------------
     def repository_tree(self, task: Task) -> dict[str, bytes]:
@@ -290,7 +337,7 @@ class SWEEnv(SandboxEnv):
 
     def _prepare_sandbox(self, task: Task) -> None:
         """Ship the task's tree into ``testbed/`` (one archive) and set up the shell."""
-        self._tree, self._submitted = self.repository_tree(task), False
+        self._tree, self._submitted, self._grading = self.repository_tree(task), False, {}
         self._root = self._ship_tree()
 
     def _ship_tree(self) -> str:
@@ -398,23 +445,64 @@ class SWEEnv(SandboxEnv):
     # -- grading -----------------------------------------------------------------------------------------------
     def _evidence(self, task: Task, trajectory: Trajectory) -> dict[str, Any]:
         """The agent's patch and the FAIL_TO_PASS / PASS_TO_PASS run on a fresh sandbox holding its edits of
-        non-test files (see the module docstring); whether the episode reached the turn limit."""
+        non-test files (see the module docstring); whether the episode reached the turn limit; the rules.
+
+        Whatever goes wrong while grading, but an infrastructure fault, is an invalid run that says why
+        (:data:`~tasks.swe.testrun.REASONS`), never an exception.
+
+        Raises:
+            InfrastructureError: The sandbox failed (a :class:`~agentgym_envs.errors.SandboxError`).
+        """
+        try:
+            run, patch = self._patch_and_run(task)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # a bug of the grader: an invalid run that names it, and a logged traceback
+            logger.exception("SWE grading of task %s failed", task.id)
+            run, patch = TestRun(status="error", reason="grader_error", detail=f"{type(exc).__name__}: {exc}"), ""
+        self._grading = grading_info(run)
+        return {"test_run": run.to_dict(), "patch": patch, "truncated": self.at_turn_limit, "rules": self.rules}
+
+    def _patch_and_run(self, task: Task) -> tuple[TestRun, str]:
+        """The grading run and the agent's patch (``""`` when its tree could not be read back)."""
         try:
             after = read_tree(self.sandbox)
         except TreeError as exc:  # the agent's processes filled the disk or broke the kernel: its outcome
-            run = TestRun(status="error", detail=f"the working tree could not be read back: {exc}")
-            return self._evidence_of(run, "")
-        return self._evidence_of(self._grade(task, after), tree_diff(self._tree, after))
-
-    def _evidence_of(self, run: TestRun, patch: str) -> dict[str, Any]:
-        return {"test_run": run.to_dict(), "patch": patch, "truncated": self.at_turn_limit}
+            return TestRun(status="error", reason="tree_unreadable",
+                           detail=f"the working tree could not be read back: {exc}"), ""
+        return self._grade(task, after), tree_diff(self._tree, after)
 
     def _grade(self, task: Task, after: Mapping[str, bytes]) -> TestRun:
         """Run the task's tests on a reset sandbox holding ``after`` with the reference test files."""
+        try:
+            tests = reference_tests(task, self._tree)
+        except PatchError as exc:
+            return TestRun(status="error", reason="test_patch", detail=(
+                f"expected the task's test_patch to apply to its repository at base_commit "
+                f"{task.metadata.get('base_commit')}, got: {exc}"))
         self.sandbox.reset()
         try:
-            prepare_tree(self.sandbox, grading_tree(after, reference_tests(task, self._tree)))
+            prepare_tree(self.sandbox, grading_tree(after, tests))
         except TreeError as exc:  # only the agent's own files can make the tree too large for the sandbox
-            return TestRun(status="error", detail=f"the patched repository could not be written: {exc}")
+            return TestRun(status="error", reason="tree_unwritable",
+                           detail=f"the patched repository could not be written: {exc}")
         return run_tests(self.sandbox, test_ids(task), timeout_s=self.test_timeout_s,
-                         config=grading_config(task, self._tree))
+                         config=grading_config(task, self._tree), rules=self.rules)
+
+    def _verdict(self) -> tuple[str, dict[str, Any]]:
+        """``info["grading"]`` (:func:`grading_info`) and, for an invalid run, a note saying why it scores 0."""
+        if not self._grading:
+            return "", {}
+        reason = self._grading["reason"]
+        note = "" if self._grading["valid"] else (
+            f"The grading run was invalid ({reason}: {REASONS.get(reason, 'no reason given')}), so the patch "
+            f"scores 0. {self._grading['detail'][:500]}")
+        return note, {"grading": dict(self._grading)}
+
+
+def grading_info(run: TestRun) -> dict[str, Any]:
+    """``info["grading"]`` of the step that graded an episode: ``valid`` (the run's outcomes were used),
+    ``status``, ``reason`` (one of :data:`~tasks.swe.testrun.REASONS`, ``""`` for a valid run), ``detail``,
+    ``exit_code``, ``duration_s`` and ``tests`` (how many tests the run reported)."""
+    return {"valid": run.ok, "status": run.status, "reason": run.reason, "detail": run.detail,
+            "exit_code": run.exit_code, "duration_s": run.duration_s, "tests": len(run.outcomes)}

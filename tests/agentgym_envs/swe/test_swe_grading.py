@@ -1,0 +1,186 @@
+"""SWE-v0's grading on the real backends, on SWE-bench-format tasks over a tiny repository in a folder: nothing that
+goes wrong while grading escapes ``step`` (an invalid run, scored 0, that says why in its observation and in
+``info["grading"]``), and ``rules="swebench"`` grades as SWE-bench's harness does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from agentgym_envs.errors import EnvConfigError
+from agentgym_envs.policies.base import tool_call_action
+from agentgym_envs.runner import Episode
+from agentgym_envs.swe import SWEEnv
+from benchmarks.evaluate import invalid_run
+from tasks import Task
+from tasks.swe.instances import SWEInstance
+from tasks.swe.patches import diff_trees
+from tests.agentgym_envs.swe.conftest import CLAMP_BUG, OPS, REPO, TESTS, changed
+from tests.conftest import require_backend
+
+MORE_TESTS = b'''import pytest
+
+from calc import clamp
+
+
+@pytest.mark.parametrize("label, x, expected", [("in range", 5, 5), ("above top", 11, 10)])
+def test_labelled(label, x, expected):
+    assert clamp(x, 0, 10) == expected
+
+
+@pytest.mark.xfail(reason="clamp does not let values through")
+def test_known_bug():
+    assert clamp(-1, 0, 10) == -1
+
+
+@pytest.mark.skip(reason="not on this platform")
+def test_skipped():
+    assert False
+'''
+"""Ids with spaces, an xfail and a skip: where SWE-bench's rules and the strict ones part."""
+
+BUGGY = changed(REPO, {"calc/ops.py": CLAMP_BUG, "tests/test_more.py": MORE_TESTS})
+"""The repository at the tasks' base commit: ``clamp`` cuts at ``hi - 1``."""
+
+MOVED_ON = changed(BUGGY, {"tests/test_ops.py": TESTS.replace(b"== expected\n", b"== expected, x\n")})
+"""The same repository a commit later: its last test line changed, so the task's test_patch no longer applies."""
+
+TEST_PATCH = diff_trees({"tests/test_ops.py": TESTS},
+                        {"tests/test_ops.py": TESTS + b"\n\ndef test_add_more():\n    assert add(1, 1) == 2\n"})
+FIX = diff_trees({"calc/ops.py": CLAMP_BUG}, {"calc/ops.py": OPS})
+FIX_COMMAND = "sed -i 's/hi - 1/hi/' calc/ops.py"
+STRICT_IDS = (["tests/test_ops.py::test_clamp[11-10]"],
+              ["tests/test_ops.py::test_add", "tests/test_ops.py::test_clamp[5-5]"])
+CUT_IDS = (["tests/test_more.py::test_labelled[above", "tests/test_ops.py::test_clamp[11-10]"],
+           ["tests/test_more.py::test_labelled[in", "tests/test_more.py::test_known_bug",
+            "tests/test_more.py::test_skipped", "tests/test_ops.py::test_add"])
+"""SWE-bench's ids: cut at the first space, and an xfail and a skip among PASS_TO_PASS."""
+TEST_TIMEOUT_S = 5.0
+
+
+def write_folder(folder: Path, files: Mapping[str, bytes]) -> Path:
+    for path, data in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(data)
+    return folder
+
+
+def calc_task(instance_id: str, folder: Path, ids: tuple[list[str], list[str]], test_patch: str = "") -> Task:
+    """A SWE-bench-format instance of the clamp bug, loaded as load_swebench loads one from a folder."""
+    instance = SWEInstance(instance_id=instance_id, repo="demo/calc", base_commit="c0ffee", patch=FIX,
+                           problem_statement="clamp(11, 0, 10) returns 9; it should return 10.",
+                           test_patch=test_patch, FAIL_TO_PASS=tuple(ids[0]), PASS_TO_PASS=tuple(ids[1]))
+    return instance.to_task({"kind": "path", "path": str(folder)})
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
+    at_base = write_folder(tmp_path_factory.mktemp("calc"), BUGGY)
+    moved_on = write_folder(tmp_path_factory.mktemp("calc-moved-on"), MOVED_ON)
+    return {"strict": calc_task("calc-1", at_base, STRICT_IDS),
+            "cut": calc_task("calc-2", at_base, CUT_IDS),
+            "wrong_commit": calc_task("calc-3", moved_on, STRICT_IDS, test_patch=TEST_PATCH)}
+
+
+@pytest.fixture(scope="module", params=[pytest.param("docker", marks=pytest.mark.docker),
+                                        pytest.param("bwrap", marks=pytest.mark.bwrap)])
+def backend(request: pytest.FixtureRequest, backend_problems: dict[str, str | None]) -> str:
+    require_backend(request.param, backend_problems)
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def env(backend: str, tasks: dict[str, Task]) -> Iterator[SWEEnv]:
+    """A strict env per backend, over every task."""
+    made = SWEEnv(tasks=list(tasks.values()), sandbox=backend, test_timeout_s=TEST_TIMEOUT_S)
+    yield made
+    made.close()
+
+
+def submit_after(env: SWEEnv, task: Task, *commands: str) -> tuple[str, float, bool, bool, dict]:
+    """Reset on ``task``, run the bash commands, submit; the submit step."""
+    env.reset(seed=0, options={"task": task.id})
+    for command in commands:
+        env.step(tool_call_action("bash", command=command))
+    return env.step(tool_call_action("submit"))
+
+
+def assert_invalid(step: tuple[str, float, bool, bool, dict], reason: str) -> dict:
+    """The step ended the episode as an invalid run of ``reason``, said in its observation; its info."""
+    observation, reward, terminated, truncated, info = step
+    assert (reward, terminated, truncated, info["infra_error"]) == (0.0, True, False, False)
+    assert info["reward_components"]["outcome/invalid"] == 1.0
+    assert (info["grading"]["valid"], info["grading"]["reason"]) == (False, reason)
+    assert f"The grading run was invalid ({reason}: " in observation
+    return info
+
+
+def test_a_fix_resolves_and_says_its_run_was_valid(env, tasks):
+    _, reward, terminated, _, info = submit_after(env, tasks["strict"], FIX_COMMAND)
+    assert (reward, terminated, info["reward_components"]["outcome/invalid"]) == (1.0, True, 0.0)
+    assert info["grading"] | {"duration_s": 0} == {"valid": True, "status": "ok", "reason": "", "detail": "",
+                                                  "exit_code": 0, "duration_s": 0, "tests": 3}
+
+
+def test_a_folder_at_the_wrong_commit_is_an_invalid_run_not_an_exception(env, tasks):
+    # issue 30: load and reset pass, then the test_patch does not apply at grading (it raised PatchError out of step)
+    step = submit_after(env, tasks["wrong_commit"], FIX_COMMAND)
+    info = assert_invalid(step, "test_patch")
+    assert "expected the task's test_patch to apply to its repository at base_commit c0ffee" in step[0]
+    assert info["grading"]["detail"].startswith("expected the task's test_patch to apply")
+    episode = Episode(env_id="agentrl/SWE-v0", task_id="calc-3", group=0, reward_components=info["reward_components"])
+    assert invalid_run(episode)  # benchmarks.evaluate counts it apart from wrong answers
+
+
+def test_a_library_that_runs_out_of_memory_is_an_invalid_run_of_reason_memory(env, tasks):
+    info = assert_invalid(submit_after(env, tasks["strict"], "sed -i '1i _HOG = bytearray(8 * 1024 ** 3)' calc/ops.py"),
+                          "memory")
+    assert info["grading"]["detail"].startswith("the test run ran out of memory (collection errors in")
+
+
+def test_a_collection_error_and_a_timeout_name_their_reasons(env, tasks):
+    info = assert_invalid(submit_after(env, tasks["strict"], "echo 'def broken(:' >> calc/ops.py"), "collection_error")
+    assert info["grading"]["detail"].startswith("collection errors in tests/test_ops.py")
+    endless = "sed -i 's/    return a + b/    while True:\\n        pass/' calc/ops.py"
+    info = assert_invalid(submit_after(env, tasks["strict"], endless), "timeout")
+    assert (info["grading"]["status"], info["grading"]["exit_code"]) == ("timeout", None)
+    assert TEST_TIMEOUT_S <= info["grading"]["duration_s"] < TEST_TIMEOUT_S + 5
+
+
+def test_an_internal_error_of_the_grader_is_an_invalid_run(env, tasks, monkeypatch, caplog):
+    def broken_runner(*args: object, **kwargs: object) -> None:
+        raise KeyError("exitstatus")
+
+    monkeypatch.setattr("agentgym_envs.swe.env.run_tests", broken_runner)
+    info = assert_invalid(submit_after(env, tasks["strict"], FIX_COMMAND), "grader_error")
+    assert info["grading"]["detail"] == "KeyError: 'exitstatus'"
+    assert "SWE grading of task calc-1 failed" in caplog.text  # and its traceback is logged
+
+
+def test_swebench_ids_are_not_reported_under_the_strict_rules(env, tasks):
+    info = assert_invalid(submit_after(env, tasks["cut"], FIX_COMMAND), "not_reported")
+    labelled = "tests/test_more.py::test_labelled"
+    assert info["grading"]["detail"] == f"2 requested tests were not reported: {labelled}[above, {labelled}[in"
+
+
+def test_swebench_rules_resolve_as_swebench_does(backend, tasks):
+    made = SWEEnv(tasks=[tasks["cut"], tasks["strict"]], sandbox=backend, rules="swebench")
+    try:
+        assert made.card.settings["rules"] == "swebench"
+        # the cut ids find their tests; the xfail and the skip keep their PASS_TO_PASS places
+        _, reward, _, _, info = submit_after(made, tasks["cut"], FIX_COMMAND)
+        assert (reward, info["grading"]["valid"], info["grading"]["tests"]) == (1.0, True, 6)
+        assert (info["reward_components"]["outcome/f2p_passed"], info["reward_components"]["outcome/p2p_passed"]) \
+            == (2.0, 4.0)
+        _, reward, _, _, info = submit_after(made, tasks["cut"], "touch notes.txt")  # no fix: both still fail
+        assert (reward, info["grading"]["valid"], info["reward_components"]["outcome/f2p_passed"]) == (0.0, True, 0.0)
+        assert info["reward_components"]["outcome/p2p_passed"] == 4.0
+    finally:
+        made.close()
+
+
+def test_unknown_rules_are_refused_at_construction(tasks):
+    with pytest.raises(EnvConfigError, match="rules: expected one of \\['strict', 'swebench'\\], got 'swe-bench'"):
+        SWEEnv(tasks=[tasks["strict"]], sandbox="local", rules="swe-bench")
