@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -187,7 +186,6 @@ class EnvSpec:
             (None: it lists none).
         splits_dir: The folder of its bundled task splits (None: the project's ``tasks/data``).
         relabeling: Whether hindsight relabeling applies to it, and why (None: not assessed).
-        description: One line on what the env is, for listings.
     """
 
     id: str
@@ -206,7 +204,6 @@ class EnvSpec:
     probe_catalogue: Callable[[], Sequence[Any]] | None = None
     splits_dir: Path | None = None
     relabeling: Relabeling | None = None
-    description: str = ""
 
     def __post_init__(self) -> None:
         if "/" not in self.id or "-v" not in self.id:
@@ -301,17 +298,6 @@ class SpecRegistry:
         """The specs of ``names`` (ids or aliases), in order, each once."""
         specs = [self.get(name) for name in names]
         return list({spec.id: spec for spec in specs}.values())
-
-    @contextmanager
-    def added(self, spec: EnvSpec) -> Iterator[EnvSpec]:
-        """Register ``spec`` for the block only (tests)."""
-        self.add(spec)
-        try:
-            yield spec
-        finally:
-            self._specs.pop(spec.id, None)
-            for alias in spec.aliases:
-                self._aliases.pop(alias, None)
 
 
 def installed_specs(group: str = ENTRY_POINT_GROUP) -> list[EnvSpec]:

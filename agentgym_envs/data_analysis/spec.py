@@ -57,6 +57,5 @@ SPEC = EnvSpec(
                          faults=SANDBOX_FAULTS, memory_mb=1024),
     probes=probes,
     probe_catalogue=probe_catalogue,
-    description="Questions about CSV/JSON/Excel/SQLite files, answered with python and sql in a sandbox.",
 )
 """DataAnalysis-v0's spec."""

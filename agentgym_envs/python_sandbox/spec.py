@@ -52,6 +52,5 @@ SPEC = EnvSpec(
     relabeling=Relabeling(False, "no: math: a wrong answer to one problem is not the right answer to another generated "
                            "problem, and relabeling it as one would teach the model to be wrong. code: a failing "
                            "program is not a correct solution to another hidden-test suite."),
-    description="Math and code tasks with a stateful python tool in a sandbox; math equivalence or hidden tests.",
 )
 """PythonSandbox-v0's spec."""

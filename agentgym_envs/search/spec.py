@@ -49,6 +49,5 @@ SPEC = EnvSpec(
                                 "answers some other question, one whose supporting articles the agent opened "
                                 "(tasks.search.relabel.question_for_answer builds it; the Search verifier "
                                 "confirms it)."),
-    description="Answer a question by searching and reading a corpus (BM25); exact match or an LLM judge.",
 )
 """Search-v0's spec."""

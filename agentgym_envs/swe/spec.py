@@ -64,6 +64,5 @@ SPEC = EnvSpec(
     probe_catalogue=probe_catalogue,
     relabeling=Relabeling(False, "no: a patch that does not fix the issue fixes no other issue of the benchmark, and a "
                            "goal made up from what it changed has no FAIL_TO_PASS tests to verify it."),
-    description="Repair a repository so that its failing tests pass (FAIL_TO_PASS and PASS_TO_PASS), in a sandbox.",
 )
 """SWE-v0's spec."""

@@ -56,6 +56,5 @@ SPEC = EnvSpec(
     probe_catalogue=probe_catalogue,
     relabeling=Relabeling(True, "yes in principle: the purchased item satisfies a goal built from its own attributes, "
                           "options and price; no proposer is implemented yet."),
-    description="Shop a real web shop (HTTP or Chromium) for a product that meets a goal; WebShop's reward.",
 )
 """WebShop-v0's spec."""

@@ -41,6 +41,5 @@ SPEC = EnvSpec(
     probes=probes,
     probe_catalogue=probe_catalogue,
     splits_dir=Path(__file__).parent / "data",
-    description="Arithmetic questions answered with a calculate tool; exact match.",
 )
 """Calculator-v0's spec."""
