@@ -10,6 +10,10 @@ import pytest
 import yaml
 from rich.console import Console
 
+import agentgym_envs.registration
+import benchmarks.evaluate
+from agentgym_envs.registration import env_spec
+from agentgym_envs.spec import EnvSpec, SpecRegistry
 from agentgym_envs.webshop import ShopServer
 from benchmarks.evaluate import EvalConfig, fingerprint_differences, main, pass_at_k, run_evaluation, run_fingerprint
 
@@ -180,3 +184,17 @@ def test_a_webshop_purchase_with_partial_score_is_not_a_success(tmp_path: Path) 
     rows = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
     assert any(0.0 < row["reward"] < 1.0 for row in rows), "expected a random purchase with partial credit"
     assert all(row["success"] == (row["reward"] == 1.0) for row in rows)
+
+
+def test_suites_are_ids_or_aliases_kept_under_the_alias_and_the_oracle_needs_a_spec_that_has_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    no_oracle = EnvSpec(id="toy/Toy-v0", entry_point="toy_env:ToyEnv", max_episode_steps=3, aliases=("toy",))
+    registry = SpecRegistry([env_spec("search"), no_oracle])
+    monkeypatch.setattr(agentgym_envs.registration, "SPECS", registry)
+    monkeypatch.setattr(benchmarks.evaluate, "SPECS", registry)
+    assert EvalConfig(models=("random",), suites=("agentrl/Search-v0", "search", "toy/Toy-v0")).suites == (
+        "search", "toy")
+    with pytest.raises(ValueError, match=r"oracle: expected suites whose spec has an oracle, got \['toy'\]"):
+        EvalConfig(models=("oracle",), suites=("toy",))
+    with pytest.raises(ValueError, match="expected registered env ids or aliases"):
+        EvalConfig(models=("random",), suites=("calculator",))
