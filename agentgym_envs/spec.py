@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -298,6 +299,17 @@ class SpecRegistry:
         """The specs of ``names`` (ids or aliases), in order, each once."""
         specs = [self.get(name) for name in names]
         return list({spec.id: spec for spec in specs}.values())
+
+    @contextmanager
+    def added(self, spec: EnvSpec) -> Iterator[EnvSpec]:
+        """Register ``spec`` for the block only (tests)."""
+        self.add(spec)
+        try:
+            yield spec
+        finally:
+            self._specs.pop(spec.id, None)
+            for alias in spec.aliases:
+                self._aliases.pop(alias, None)
 
 
 def installed_specs(group: str = ENTRY_POINT_GROUP) -> list[EnvSpec]:
