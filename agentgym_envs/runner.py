@@ -45,6 +45,8 @@ STOP_REASONS = ("answered", "turn_limit", "max_turns", "context", "infra_error")
 SCHEDULES = ("async", "rounds")
 """How :class:`EpisodeRunner` interleaves turns: episodes advance independently, or in lockstep rounds."""
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+PER_STEP_INFO = frozenset({"tool_calls", "tools"})
+"""Keys of a step's ``info`` that :attr:`Episode.final_info` leaves out (kept per call in ``Episode.tool_calls``)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ class Episode:
         trajectory: The env's own record of the episode (None when the reset failed, or the env could not be
             reached any more).
         error: What the infrastructure fault that ended the episode said, when it was raised outside a step.
+        final_info: The ``info`` of the step that ended the episode, less its per-step tool records: the reward
+            components and whatever the env's verdict added (SWE-v0's ``grading``: whether the verifier run
+            was valid, and why not); empty until the episode ends.
         prompt_ids: The rendered prompt (token-level agents only).
         completion_ids: Everything after the prompt: generated turns and wrapped observations.
         logprobs: Per completion id, the sampling logprob (0.0 at env tokens).
@@ -130,6 +135,7 @@ class Episode:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     trajectory: Trajectory | None = None
     error: str = ""
+    final_info: dict[str, Any] = field(default_factory=dict)
     prompt_ids: list[int] = field(default_factory=list)
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -407,6 +413,7 @@ def record_step(episode: Episode, step: StepResult) -> None:
     if terminated or truncated:
         episode.reward, episode.terminated = float(reward), terminated
         episode.reward_components = dict(info.get("reward_components", {}))
+        episode.final_info = {key: value for key, value in info.items() if key not in PER_STEP_INFO}
         episode.infra_error = bool(info.get("infra_error"))
         episode.stop_reason = "answered" if terminated else "infra_error" if episode.infra_error else "turn_limit"
 
