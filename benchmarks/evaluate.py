@@ -24,8 +24,10 @@ Chen et al. 2021 from them) and, when sampling, one greedy episode per task as w
 that an infrastructure fault ended are left out of every rate and counted on their own, with the first fault's
 message: each result counts its episodes as scored, infra (ended by an infrastructure fault) and invalid (scored
 episodes whose verifier run was invalid, e.g. SWE-v0's hidden test run errored or timed out: unsolved, the
-agent's outcome). A rate with no scored episode to compute it from is ``n/a`` (null in ``report.json``), never
-0, and the command exits with status 1 naming the first fault when any model scored nothing on a suite.
+agent's outcome, counted apart from wrong answers and per reason, read from the final step's ``info["grading"]``:
+``memory``, ``timeout``, ``collection_error``, ...; each invalid episode's reason is in ``episodes.jsonl``). A
+rate with no scored episode to compute it from is ``n/a`` (null in ``report.json``), never 0, and the command exits
+with status 1 naming the first fault when any model scored nothing on a suite.
 
 Per suite and model the report gives: pass@1, pass@k, greedy pass@1, mean reward and the mean of each reward
 component (an unanswered episode scores 0 on each), pass@1 and mean reward by difficulty, tool calls per episode
@@ -104,6 +106,11 @@ ROLLOUT_LIMITS = ("max_turns", "max_tokens_per_turn", "max_context_tokens")
 ABSENT = "(absent)"
 INVALID_COMPONENT = "invalid"
 """The reward component (``invalid`` or ``<term>/invalid``) that is 1.0 when an episode's verifier run was invalid."""
+GRADING_INFO = "grading"
+"""The key of the final step's ``info`` where an env says how its verifier run went: a mapping with ``valid`` and
+``reason`` (SWE-v0's :func:`~agentgym_envs.swe.env.grading_info`); any env may use it."""
+UNKNOWN_REASON = "unknown"
+"""The reason counted for an invalid run whose env named none."""
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -218,7 +225,8 @@ def episode_row(episode: Episode, model: str, suite: str) -> dict[str, Any]:
     """One line of ``episodes.jsonl``."""
     return {"model": model, "suite": suite, "task_id": episode.task_id, "difficulty": episode.difficulty,
             "seed": episode.seed, "success": episode.success, "reward": episode.reward, "turns": len(episode.turns),
-            "tool_calls": len(episode.tool_calls), "stop_reason": episode.stop_reason}
+            "tool_calls": len(episode.tool_calls), "stop_reason": episode.stop_reason,
+            "invalid_reason": invalid_reason(episode) if episode.scored else ""}
 
 
 # ---------------------------------------------------------------------------------------------- players
@@ -382,6 +390,7 @@ class SuiteResult:
         scored: Episodes counted in the rates (``episodes - infra_errors``).
         invalid: Scored episodes whose verifier run was invalid (a reward component :data:`INVALID_COMPONENT`
             is 1; e.g. SWE-v0's hidden test run errored or timed out); they count as unsolved.
+        invalid_reasons: The invalid episodes per reason (:func:`invalid_reason`), most frequent first.
         first_infra_error: The message of the first infrastructure fault ("" when none).
         settings: Sampling and limits (``temperature``, rollout limits for models).
         notes: Anything a reader must know to read the numbers.
@@ -406,6 +415,7 @@ class SuiteResult:
     infra_errors: int
     scored: int
     invalid: int
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
     first_infra_error: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -438,6 +448,22 @@ def is_invalid_component(name: str) -> bool:
 def invalid_run(episode: Episode) -> bool:
     """Whether the episode's verifier run was invalid (any :func:`is_invalid_component` component is 1)."""
     return any(is_invalid_component(name) and value >= 1.0 for name, value in episode.reward_components.items())
+
+
+def invalid_reason(episode: Episode) -> str:
+    """Why the episode's verifier run was invalid: the ``reason`` of its final ``info[GRADING_INFO]``
+    (:data:`GRADING_INFO`), else :data:`UNKNOWN_REASON`; ``""`` for a valid run."""
+    if not invalid_run(episode):
+        return ""
+    grading = episode.final_info.get(GRADING_INFO)
+    reason = grading.get("reason") if isinstance(grading, Mapping) else None
+    return str(reason) if reason else UNKNOWN_REASON
+
+
+def invalid_reason_counts(outcomes: Sequence[Episode]) -> dict[str, int]:
+    """The invalid episodes per :func:`invalid_reason`, most frequent first."""
+    reasons = Counter(reason for reason in map(invalid_reason, outcomes) if reason)
+    return dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0])))
 
 
 def reward_component_means(outcomes: Sequence[Episode]) -> dict[str, float]:
@@ -506,6 +532,7 @@ def summarize(model: str, suite: str, kind: str, outcomes: Sequence[Episode], *,
         by_difficulty=difficulty_table(valid), tools=tool_table(outcomes), turns=turns, turn_histogram=histogram,
         stop_reasons=dict(sorted(Counter(o.stop_reason for o in outcomes).items())),
         infra_errors=len(outcomes) - len(valid), scored=len(valid), invalid=sum(map(invalid_run, valid)),
+        invalid_reasons=invalid_reason_counts(valid),
         first_infra_error=first_infra_error(outcomes), settings=dict(settings or {}), notes=list(notes))
 
 
@@ -822,6 +849,14 @@ def infra_lines(results: Sequence[SuiteResult]) -> list[str]:
             f"(left out of every rate); the first: {r.first_infra_error}" for r in results if r.infra_errors]
 
 
+def invalid_lines(results: Sequence[SuiteResult]) -> list[str]:
+    """One line per (suite, model) with invalid verifier runs: how many, and how many per reason."""
+    return [f"{r.model} · {r.suite}: {r.invalid} of {r.scored} scored episodes had an invalid verifier run "
+            f"(unsolved, not a wrong answer): " + ", ".join(f"{reason} {count}" for reason, count in
+                                                              r.invalid_reasons.items())
+            for r in results if r.invalid]
+
+
 def unscored_results(report: Report) -> list[SuiteResult]:
     """The (suite, model) results with no scored episode: their rates measure nothing."""
     return [r for r in report.results if r.scored == 0]
@@ -883,6 +918,7 @@ def render_markdown(report: Report) -> str:
     results = sorted(report.results, key=lambda r: r.suite)
     notes = [f"- {r.model} · {r.suite}: {note}" for r in results for note in r.notes]
     notes += [f"- {line}" for line in infra_lines(results)]
+    notes += [f"- {line}" for line in invalid_lines(results)]
     header, rows = summary_rows(report)
     sections = [
         f"# Evaluation: {', '.join(config['suites'])} · split `{config['split']}`",
@@ -915,6 +951,8 @@ def render_console(report: Report, console: Console) -> None:
     console.print(table)
     for line in infra_lines(report.results):
         console.print(f"[yellow]infrastructure faults[/yellow] {escape(line)}")
+    for line in invalid_lines(report.results):
+        console.print(f"[yellow]invalid runs[/yellow] {escape(line)}")
     for check in report.env_match:
         if check["match"]:
             console.print(f"[green]env match[/green] with {check['reference']}")

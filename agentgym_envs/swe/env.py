@@ -111,7 +111,7 @@ from rewards import (
 from rewards.swe import RULES
 from tasks import InfrastructureError, Task, TaskError, Trajectory
 from tasks.errors import did_you_mean
-from tasks.swe.instances import as_test_ids, tree_digest
+from tasks.swe.instances import as_test_ids, refuse_without_fail_to_pass, tree_digest
 from tasks.swe.patches import PatchError, apply_patch, parse_patch
 from tasks.swe.repos import folder_files, is_test_file, pin, repository_files
 from tasks.swe.testrun import REASONS, TestRun
@@ -232,8 +232,9 @@ class SWEEnv(SandboxEnv):
             :class:`~agentgym_envs.core.TextEnv`. Families: ``"synthetic"``, ``"swebench"``.
 
     Raises:
-        EnvConfigError: As :class:`~agentgym_envs.sandboxed.SandboxEnv`, a non-positive time or output size, or
-            unknown rules.
+        EnvConfigError: As :class:`~agentgym_envs.sandboxed.SandboxEnv`, a non-positive time or output size,
+            unknown rules, or a task with no FAIL_TO_PASS test
+            (:func:`~tasks.swe.instances.without_fail_to_pass` says why).
 
     Example:
         >>> import gymnasium as gym, agentgym_envs                          # doctest: +SKIP
@@ -258,6 +259,10 @@ class SWEEnv(SandboxEnv):
             raise EnvConfigError(f"rules: expected one of {list(RULES)}, got {rules!r}{did_you_mean(rules, RULES)}")
         super().__init__(sandbox=sandbox, sandbox_limits=sandbox_limits or SWE_SANDBOX_LIMITS,
                          sandbox_pool=sandbox_pool, **options)
+        try:
+            refuse_without_fail_to_pass(self.tasks, "tasks")
+        except TaskError as exc:
+            raise EnvConfigError(str(exc)) from exc
         self.bash_timeout_s = bash_timeout_s
         self.bash_output_bytes = bash_output_bytes
         self.test_timeout_s = test_timeout_s

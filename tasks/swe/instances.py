@@ -123,6 +123,30 @@ def as_test_ids(value: Any, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def without_fail_to_pass(tasks: Sequence[Task]) -> list[str]:
+    """The ids of the tasks that name no FAIL_TO_PASS test.
+
+    Such a task cannot tell a fix from no change: SWE-bench's grading counts a no-op resolved, the strict rules
+    have nothing to score. It is a defect of the data set, not an outcome of the agent, so the loader and the
+    env refuse it before any episode is played (rather than spend an episode on a run that can only be invalid).
+    """
+    return [task.id for task in tasks if not as_test_ids(task.metadata.get("FAIL_TO_PASS"), "FAIL_TO_PASS")]
+
+
+def refuse_without_fail_to_pass(tasks: Sequence[Task], source: str) -> None:
+    """Raise when a task of ``source`` (a file, "tasks") names no FAIL_TO_PASS test (:func:`without_fail_to_pass`).
+
+    Raises:
+        TaskError: Naming the tasks, and what to do.
+    """
+    empty = without_fail_to_pass(tasks)
+    if empty:
+        more = f" and {len(empty) - 5} more" if len(empty) > 5 else ""
+        raise TaskError(f"{source}: expected every instance to name at least one FAIL_TO_PASS test (without one a "
+                        f"no-op would count as a fix), got none for {', '.join(empty[:5])}{more}; drop them, or "
+                        "find their FAIL_TO_PASS tests with `python -m agentgym_envs.swe validate`")
+
+
 def instance_from_task(task: Task) -> SWEInstance:
     """The instance a task was made from by :meth:`SWEInstance.to_task`.
 
@@ -238,13 +262,16 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
 
     Raises:
         TaskError: Neither ``repository`` nor ``image``, a repo the mapping lacks, a folder that does not
-            exist, or a record that is not an instance.
+            exist, a record that is not an instance, or an instance with no FAIL_TO_PASS test
+            (:func:`without_fail_to_pass` says why that is refused).
     """
     if repository is None and image is None:
         raise TaskError("expected where the repositories are: repository= (a folder, or repo -> folder) or image= "
                         "(an image name such as 'sweb.eval.x86_64.{instance_id}:latest'), got neither")
-    return [instance.to_task(_repo_source(instance, repository, image), family="swebench")
-            for instance in read_instances(path)]
+    tasks = [instance.to_task(_repo_source(instance, repository, image), family="swebench")
+             for instance in read_instances(path)]
+    refuse_without_fail_to_pass(tasks, str(path))
+    return tasks
 
 
 def _repo_source(instance: SWEInstance, repository: str | os.PathLike[str] | Mapping[str, str] | None,

@@ -163,6 +163,19 @@ def test_load_swebench_errors(tmp_path) -> None:
         read_instances(tmp_path / "broken.jsonl")
 
 
+@pytest.mark.parametrize("fail_to_pass", ["[]", "", None, []])
+def test_an_instance_without_fail_to_pass_is_refused_at_load_naming_it(tmp_path, fail_to_pass) -> None:
+    # SWE-bench would count a no-op resolved; the strict rules could not score it: a broken task, not an episode
+    path, _ = swebench_file(tmp_path, tmp_path / "calc", as_list=False)
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps(record) + "\n" + json.dumps({**record, "instance_id": "local__calc-2",
+                                                            "FAIL_TO_PASS": fail_to_pass}) + "\n")
+    with pytest.raises(TaskError, match=r"instances\.jsonl: expected every instance to name at least one "
+                                        r"FAIL_TO_PASS test .*got none for local__calc-2; drop them"):
+        load_swebench(path, repository=tmp_path / "calc")
+    assert [instance.FAIL_TO_PASS for instance in read_instances(path)][1] == ()  # reading alone is fine
+
+
 @pytest.mark.parametrize(("value", "expected"), [
     ('["a.py::t", "b.py::u[1]"]', ("a.py::t", "b.py::u[1]")),  # SWE-bench's JSON string
     (["a.py::t"], ("a.py::t",)),  # a list

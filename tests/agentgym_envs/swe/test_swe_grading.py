@@ -11,9 +11,9 @@ import pytest
 
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.policies.base import tool_call_action
-from agentgym_envs.runner import Episode
+from agentgym_envs.runner import Episode, TurnRecord, record_step
 from agentgym_envs.swe import SWEEnv
-from benchmarks.evaluate import invalid_run
+from benchmarks.evaluate import invalid_lines, summarize
 from tasks import Task
 from tasks.swe.instances import SWEInstance
 from tasks.swe.patches import diff_trees
@@ -130,8 +130,13 @@ def test_a_folder_at_the_wrong_commit_is_an_invalid_run_not_an_exception(env, ta
     info = assert_invalid(step, "test_patch")
     assert "expected the task's test_patch to apply to its repository at base_commit c0ffee" in step[0]
     assert info["grading"]["detail"].startswith("expected the task's test_patch to apply")
-    episode = Episode(env_id="agentrl/SWE-v0", task_id="calc-3", group=0, reward_components=info["reward_components"])
-    assert invalid_run(episode)  # benchmarks.evaluate counts it apart from wrong answers
+    episode = Episode(env_id="agentrl/SWE-v0", task_id="calc-3", group=0, turns=[TurnRecord(action="submit")])
+    record_step(episode, step)  # as the episode runner records it
+    result = summarize("oracle", "swe", "scripted", [episode], samples=1, ks=(1,))
+    # benchmarks.evaluate counts it apart from wrong answers, with its reason
+    assert (result.scored, result.invalid, result.invalid_reasons) == (1, 1, {"test_patch": 1})
+    assert invalid_lines([result]) == ["oracle · swe: 1 of 1 scored episodes had an invalid verifier run (unsolved, "
+                                       "not a wrong answer): test_patch 1"]
 
 
 def test_a_library_that_runs_out_of_memory_is_an_invalid_run_of_reason_memory(env, tasks):
@@ -179,6 +184,15 @@ def test_swebench_rules_resolve_as_swebench_does(backend, tasks):
         assert info["reward_components"]["outcome/p2p_passed"] == 4.0
     finally:
         made.close()
+
+
+def test_a_task_without_fail_to_pass_is_refused_at_construction(tasks):
+    task = tasks["strict"]
+    empty = Task(id="calc-0", env="SWE", family="swebench", prompt=task.prompt, answer=task.answer,
+                 metadata={**task.metadata, "FAIL_TO_PASS": []})
+    with pytest.raises(EnvConfigError, match="tasks: expected every instance to name at least one FAIL_TO_PASS test "
+                                             r"\(without one a no-op would count as a fix\), got none for calc-0"):
+        SWEEnv(tasks=[task, empty], sandbox="local")
 
 
 def test_unknown_rules_are_refused_at_construction(tasks):
