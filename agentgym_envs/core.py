@@ -28,7 +28,14 @@ from typing import Any, ClassVar, TypedDict
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
-from agentgym_envs.actions import ParsedAction, ParsedToolCall, format_error_observation, parse_action
+from agentgym_envs.actions import (
+    ParsedAction,
+    ParsedToolCall,
+    StructuredAction,
+    action_text,
+    format_error_observation,
+    parse_action,
+)
 from agentgym_envs.card import EnvCard, FamilyCard, LimitsCard, reward_terms, task_source
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.spaces import UnicodeText
@@ -295,11 +302,17 @@ class TextEnv(gym.Env[str, str], ABC):
             return self._task_text(task)
         return "\n\n".join(filter(None, [self._instructions(task), render_tools(self.tools), self._task_text(task)]))
 
-    def step(self, action: str) -> StepResult:
-        """Act on one action: run its tool calls, or score its answer, or explain its format error."""
+    def step(self, action: str | StructuredAction) -> StepResult:
+        """Act on one action: run its tool calls, or score its answer, or explain its format error.
+
+        ``action`` is text, or a structured action (:data:`~agentgym_envs.actions.StructuredAction`: a tool call, a
+        list of them, or an OpenAI assistant message), which is recorded in the trajectory as the text it stands for.
+        ``info["tool_messages"]`` holds each tool result as an OpenAI ``role: tool`` message.
+        """
         if self._done or self.task is None:
             raise ResetNeeded("call reset() before step(), and again after an episode ends")
         parsed = parse_action(action, max_chars=self.max_action_chars, max_tool_calls=self.max_tool_calls_per_turn)
+        action = action_text(action, parsed)
         if not parsed.well_formed:
             observation = format_error_observation(parsed.errors)
             return self._score_at_turn_limit(self._record(action, parsed, observation, (), 0.0, terminated=False,
@@ -404,9 +417,17 @@ class TextEnv(gym.Env[str, str], ABC):
             "infra_error": any(result.infra_error for _, result in results),
             "format_errors": list(parsed.errors),
             "task_id": self.task.id if self.task else None,
+            "tool_messages": [self._tool_message(call, result, index) for index, (call, result) in enumerate(results)],
         }
         info.update(extra or {})
         return observation, float(reward), terminated, truncated, info
+
+    def _tool_message(self, call: ParsedToolCall, result: ToolResult, index: int) -> dict[str, str]:
+        """One tool result as an OpenAI ``role: tool`` message; a call given without an id gets
+        ``call_<turn>_<index>`` (the turn being recorded, from 1)."""
+        call_id = call.id or f"call_{len(self._turns)}_{index}"
+        return {"role": "tool", "tool_call_id": call_id, "name": call.name,
+                "content": self._clip(self._tool_block(call.name, result))}
 
     def _tool_calls(self, results: Sequence[tuple[Any, ToolResult]]) -> tuple[ToolCall, ...]:
         """The trajectory's record of the calls run in one turn."""
