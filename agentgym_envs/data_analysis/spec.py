@@ -44,10 +44,18 @@ def probe_catalogue() -> Sequence[Any]:
     return catalogue()
 
 
+def speed(argv: Sequence[str]) -> int:
+    """Its speed benchmark, :mod:`agentgym_envs.data_analysis.speed`."""
+    from agentgym_envs.data_analysis.speed import main
+
+    return main(argv)
+
+
 SPEC = EnvSpec(
     id="agentrl/DataAnalysis-v0",
     entry_point="agentgym_envs.data_analysis:DataAnalysisEnv",
     max_episode_steps=20,  # DA-Code's and DSBench's step limit
+    speed=speed,
     aliases=("data",),
     oracle=oracle,
     oracle_sees_reference=True,

@@ -28,8 +28,8 @@ target, 64 concurrent episodes with no infrastructure error, is measured by
 ``python -m benchmarks.stress --env agentrl/DataAnalysis-v0 --concurrency 64``.
 
 Example:
-    python -m benchmarks.data_analysis_speed                     # both backends, ~1-2 minutes
-    python -m benchmarks.data_analysis_speed --backends bwrap --calls 100 --json data_speed.json
+    python -m benchmarks.speed data                     # both backends, ~1-2 minutes
+    python -m benchmarks.speed data --backends bwrap --calls 100 --json data_speed.json
 """
 
 from __future__ import annotations
@@ -55,17 +55,14 @@ from rich.table import Table
 
 from agentgym_envs import make
 from agentgym_envs.errors import ImageBuildError, SandboxError, SandboxUnavailableError
-from agentgym_envs.policies import tool_call_action
 from agentgym_envs.sandbox import KernelSandbox
+from agentgym_envs.timing import WARMUP_CALLS, Sample, milliseconds, percentiles, time_calls, timed_reset, tool_call
 from tasks import Task, load_split
 from tasks.data_analysis.files import SQL_LOADER_SOURCE, duckdb_connection, table_sources, task_files
 
 ENV_ID = "agentrl/DataAnalysis-v0"
 TARGET_OVERHEAD_MS = 2.0
 """Target: a tool call's p50 minus its query's own p50, in milliseconds."""
-
-WARMUP_CALLS = 3
-"""Calls made and discarded before each row is timed (first imports, caches)."""
 
 MAX_EPISODE_STEPS = 100_000
 """The turn limit of the benchmark's env: every timed call is one turn of a single episode."""
@@ -201,15 +198,6 @@ class Report:
     machine: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One timed call: its latency and how it ended."""
-
-    ms: float
-    ok: bool = True
-    infra_error: bool = False
-
-
 # ---------------------------------------------------------------------------------------------- workload
 
 
@@ -281,20 +269,6 @@ def write_files(task: Task, folder: Path) -> None:
 # ------------------------------------------------------------------------------------------------ timing
 
 
-def percentiles(samples: Sequence[Sample]) -> tuple[float, float]:
-    """Median and 99th percentile of the samples' latencies."""
-    ordered = sorted(sample.ms for sample in samples)
-    p99 = ordered[-1] if len(ordered) < 2 else statistics.quantiles(ordered, n=100, method="inclusive")[98]
-    return statistics.median(ordered), p99
-
-
-def time_calls(call: Callable[[], Sample], calls: int, warmup: int = WARMUP_CALLS) -> list[Sample]:
-    """Run ``call`` ``warmup + calls`` times; the last ``calls`` samples."""
-    for _ in range(warmup):
-        call()
-    return [call() for _ in range(calls)]
-
-
 def summarize(backend: str, what: str, via: str, method: str, samples: Sequence[Sample], **extra: float) -> Row:
     """A :class:`Row` of ``samples``, with the failures counted."""
     p50, p99 = percentiles(samples)
@@ -310,24 +284,6 @@ def with_own_time(row: Row, own_ms: Sequence[float]) -> Row:
 
 
 # --------------------------------------------------------------------------------------------- env calls
-
-
-def timed_reset(env: gym.Env, task: Task) -> Sample:
-    """One ``env.reset`` on ``task``, timed."""
-    started = time.perf_counter()
-    env.reset(options={"task": task})
-    return Sample((time.perf_counter() - started) * 1000.0)
-
-
-def tool_call(env: gym.Env, tool: str, **arguments: str) -> Callable[[], Sample]:
-    """One tool call through ``env.step``, its latency as the env measured it."""
-    action = tool_call_action(tool, **arguments)
-
-    def call() -> Sample:
-        _, _, _, _, info = env.step(action)
-        (record,) = info["tool_calls"]
-        return Sample(record["latency_s"] * 1000.0, ok=record["ok"], infra_error=record["infra_error"])
-    return call
 
 
 def run_cell(sandbox: KernelSandbox, code: str) -> str:
@@ -520,13 +476,6 @@ def target_line(backend: BackendReport) -> str:
             f"time: {verdict} ({overheads})")
 
 
-def milliseconds(value: float | None, signed: bool = False) -> str:
-    """``value`` in a narrow column (two decimals under 100 ms), or ``-`` when it was not measured."""
-    if value is None:
-        return "-"
-    return format(value, ("+" if signed else "") + (".2f" if abs(value) < 100 else ".0f"))
-
-
 def ratio(row: Row) -> str:
     """``x own`` of a tool-call row, ``x tool`` of a fresh-process row, ``-`` of a reset row."""
     if row.own_ratio is not None:
@@ -562,7 +511,7 @@ def render(report: Report, console: Console) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.data_analysis_speed",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed data",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--backends", nargs="+", choices=("docker", "bwrap"), default=["docker", "bwrap"],
                         help="backends to measure (unavailable ones are reported as skipped)")

@@ -36,10 +36,18 @@ def probe_catalogue() -> Sequence[Any]:
     return catalogue()
 
 
+def speed(argv: Sequence[str]) -> int:
+    """Its speed benchmark, :mod:`agentgym_envs.search.speed`."""
+    from agentgym_envs.search.speed import main
+
+    return main(argv)
+
+
 SPEC = EnvSpec(
     id="agentrl/Search-v0",
     entry_point="agentgym_envs.search:SearchEnv",
     max_episode_steps=10,
+    speed=speed,
     aliases=("search",),
     oracle=oracle,
     policies={"lookup": lookup},

@@ -23,8 +23,8 @@ The corpus is generated deterministically: articles with made-up titles and Zipf
 from a made-up vocabulary; each query is words of its source article's title and text.
 
 Example:
-    python -m benchmarks.retrieval                          # 50,000 articles, 1,000 queries
-    python -m benchmarks.retrieval --articles 2000 --queries 50 --json retrieval.json
+    python -m benchmarks.speed search                          # 50,000 articles, 1,000 queries
+    python -m benchmarks.speed search --articles 2000 --queries 50 --json retrieval.json
 """
 
 from __future__ import annotations
@@ -397,7 +397,7 @@ def write_json(report: Report, path: Path) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.retrieval", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed search", description=__doc__.splitlines()[0])
     parser.add_argument("--articles", type=int, default=50_000, help="articles in the synthetic corpus")
     parser.add_argument("--queries", type=int, default=1_000, help="queries timed per row")
     parser.add_argument("--no-http", action="store_true", help="skip the env step over the HTTP service")

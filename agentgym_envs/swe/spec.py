@@ -48,10 +48,18 @@ def probe_catalogue() -> Sequence[Any]:
     return catalogue()
 
 
+def speed(argv: Sequence[str]) -> int:
+    """Its speed benchmark, :mod:`agentgym_envs.swe.speed`."""
+    from agentgym_envs.swe.speed import main
+
+    return main(argv)
+
+
 SPEC = EnvSpec(
     id="agentrl/SWE-v0",
     entry_point="agentgym_envs.swe:SWEEnv",
     max_episode_steps=30,  # one-module bugs in small repositories; SWE-bench agents get 40-100 on whole repos
+    speed=speed,
     aliases=("swe",),
     oracle=oracle,
     oracle_sees_reference=True,

@@ -28,8 +28,8 @@ machine with no infrastructure error and nothing leaked, is measured by
 ``python -m benchmarks.stress --env agentrl/SWE-v0 --concurrency 16``.
 
 Example:
-    python -m benchmarks.swe_speed                       # both backends, ~1-2 minutes
-    python -m benchmarks.swe_speed --backends bwrap --episodes 30 --json swe_speed.json
+    python -m benchmarks.speed swe                       # both backends, ~1-2 minutes
+    python -m benchmarks.speed swe --backends bwrap --episodes 30 --json swe_speed.json
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from agentgym_envs.errors import ImageBuildError, SandboxUnavailableError
 from agentgym_envs.policies import tool_call_action
 from agentgym_envs.policies.swe_oracle import fix_actions
 from agentgym_envs.swe.env import test_ids
-from benchmarks.data_analysis_speed import Sample, milliseconds, percentiles, time_calls, timed_reset, tool_call
+from agentgym_envs.timing import Sample, milliseconds, percentiles, time_calls, timed_reset, tool_call
 from tasks import Task, load_split
 from tasks.swe.patches import apply_patch, parse_patch
 
@@ -426,7 +426,7 @@ def render(report: Report, console: Console) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.swe_speed", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed swe", description=__doc__.splitlines()[0])
     parser.add_argument("--backends", nargs="+", choices=("docker", "bwrap"), default=["docker", "bwrap"],
                         help="backends to measure (unavailable ones are reported as skipped)")
     parser.add_argument("--split", default="test", help="bundled SWE split (default test)")

@@ -43,10 +43,18 @@ def probe_catalogue() -> Sequence[Any]:
     return catalogue()
 
 
+def speed(argv: Sequence[str]) -> int:
+    """Its speed benchmark, :mod:`agentgym_envs.webshop.speed`."""
+    from agentgym_envs.webshop.speed import main
+
+    return main(argv)
+
+
 SPEC = EnvSpec(
     id="agentrl/WebShop-v0",
     entry_point="agentgym_envs.webshop:WebShopEnv",
     max_episode_steps=15,  # WebShop's agents (ReAct, the RL papers) get 15 turns
+    speed=speed,
     aliases=("webshop",),
     oracle=oracle,
     random=random,

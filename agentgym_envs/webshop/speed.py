@@ -15,8 +15,8 @@ Targets (issue "WebShop-v0"): text-mode step p50 under 5 ms; 32 concurrent brows
 2-core machine with no infrastructure error and nothing leaked.
 
 Example:
-    python -m benchmarks.webshop_speed
-    python -m benchmarks.webshop_speed --concurrency 1,8,32 --episodes 64 --json webshop_speed.json
+    python -m benchmarks.speed webshop
+    python -m benchmarks.speed webshop --concurrency 1,8,32 --episodes 64 --json webshop_speed.json
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def render(report: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.webshop_speed", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed webshop", description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", default="1,8,32", help="comma-separated concurrent episodes (default 1,8,32)")
     parser.add_argument("--episodes", type=int, default=64, help="episodes per mode and concurrency (at least it)")
     parser.add_argument("--latency-tasks", type=int, default=20, help="oracle episodes timed step by step per mode")

@@ -20,7 +20,7 @@ import pytest
 
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.webshop.errors import BrowserUnavailableError
-from benchmarks.webshop_speed import chromium_processes
+from agentgym_envs.webshop.speed import chromium_processes
 from tasks.errors import InfrastructureError
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("browser_backend")]  # skips, or fails when required

@@ -25,7 +25,7 @@ from agentgym_envs.webshop.drivers import RemoteBrowserDriver
 from agentgym_envs.webshop.errors import BrowserUnavailableError, ShopUnavailableError
 from agentgym_envs.webshop.pages import parse_page
 from agentgym_envs.webshop.service import READY_PREFIX, SOURCE_ROOT, BrowserLocation, ShopService
-from benchmarks.webshop_speed import chromium_processes
+from agentgym_envs.webshop.speed import chromium_processes
 from tasks import load_split
 
 TASKS = load_split("WebShop", "test")[:3]

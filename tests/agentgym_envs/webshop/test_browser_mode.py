@@ -11,7 +11,7 @@ from agentgym_envs.policies import run_episode, tool_call_action
 from agentgym_envs.policies.base import prompt_only
 from agentgym_envs.policies.webshop_oracle import WebShopOraclePolicy, WebShopRandomPolicy
 from agentgym_envs.webshop import WebShopEnv
-from benchmarks.webshop_speed import chromium_processes
+from agentgym_envs.webshop.speed import chromium_processes
 from tasks import load_split
 
 pytestmark = pytest.mark.browser

@@ -25,7 +25,7 @@ from agentgym_envs.sandbox.labels import SANDBOX_LABEL
 from agentgym_envs.webshop import ShopServer, WebShopEnv
 from agentgym_envs.webshop.container import CONTAINER_LABEL_VALUE, ShopContainer
 from agentgym_envs.webshop.errors import ShopUnavailableError
-from benchmarks.webshop_speed import chromium_processes
+from agentgym_envs.webshop.speed import chromium_processes
 from tasks import load_split
 
 pytestmark = [pytest.mark.docker, pytest.mark.browser, pytest.mark.slow]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.data_analysis_speed import Sample
-from benchmarks.swe_speed import (
+from agentgym_envs.timing import Sample
+from agentgym_envs.swe.speed import (
     NAIVE_PROGRAM,
     BackendReport,
     Row,
@@ -25,7 +25,7 @@ from benchmarks.swe_speed import (
 )
 from tasks import load_split
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TASKS = load_split("SWE", "test")
 EXPECTED_ROWS = [("reset", "env.reset", 3), ("bash", "tool call", 3), ("editor view", "tool call", 3),
                  ("grading", "env.step", 2), ("reset", "naive", 2), ("grading", "naive", 2)]
@@ -35,7 +35,7 @@ EXPECTED_ROWS = [("reset", "env.reset", 3), ("bash", "tool call", 3), ("editor v
 def run_small(backend: str, out: Path) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks.swe_speed", "--backends", backend, "--tasks", "2", "--episodes", "3",
+        [sys.executable, "-m", "benchmarks.speed", "swe", "--backends", backend, "--tasks", "2", "--episodes", "3",
          "--calls", "3", "--gradings", "2", "--naive-calls", "2", "--json", str(out)],
         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=300)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentgym_envs.webshop import ShopServer
-from benchmarks.webshop_speed import render, step_latency, throughput
+from agentgym_envs.webshop.speed import render, step_latency, throughput
 from tasks import load_split
 
 TASKS = load_split("WebShop", "test")[:3]

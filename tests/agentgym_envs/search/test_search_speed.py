@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.retrieval import ROWS, Report, add_speedups, make_corpus, make_queries, summarize
+from agentgym_envs.search.speed import ROWS, Report, add_speedups, make_corpus, make_queries, summarize
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
@@ -20,7 +20,7 @@ def test_benchmark_reports_every_row(tmp_path: Path):
     out = tmp_path / "retrieval.json"
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.retrieval", "--articles", "2000", "--queries", "50", "--json", str(out)],
+        [sys.executable, "-m", "benchmarks.speed", "search", "--articles", "2000", "--queries", "50", "--json", str(out)],
         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=180)
     assert completed.returncode == 0, completed.stderr
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.data_analysis_speed import (
+from agentgym_envs.data_analysis.speed import (
     Row,
     Workload,
     groupby_columns,
@@ -25,7 +25,7 @@ from benchmarks.data_analysis_speed import (
 from tasks import load_split
 from tasks.data_analysis.files import duckdb_connection
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TASKS = load_split("DataAnalysis", "test")
 EXPECTED_ROWS = [("reset", "env.reset", 2), ("sql trivial", "tool call", 3), ("sql join", "tool call", 3),
                  ("pandas groupby", "tool call", 3), ("sql join", "fresh process", 2),
@@ -36,7 +36,7 @@ EXPECTED_ROWS = [("reset", "env.reset", 2), ("sql trivial", "tool call", 3), ("s
 def run_small(backend: str, out: Path) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks.data_analysis_speed", "--backends", backend, "--episodes", "2",
+        [sys.executable, "-m", "benchmarks.speed", "data", "--backends", backend, "--episodes", "2",
          "--calls", "3", "--process-calls", "2", "--json", str(out)],
         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=300)
 
