@@ -197,19 +197,19 @@ def build_data_image(*, force: bool = False, client: docker.DockerClient | None 
     return tag
 
 
-def _commit_with_tree(client: docker.DockerClient, base: str, tree: Path, tag: str) -> None:
-    """``docker create`` from ``base``, put ``tree`` at :data:`SITE_PACKAGES`, commit as ``tag``; no container runs."""
+def _commit_with_tree(client: docker.DockerClient, base: str, tree: Path, tag: str, site: str = SITE_PACKAGES) -> None:
+    """``docker create`` from ``base``, put ``tree`` at ``site``, commit as ``tag``; no container runs."""
     import docker.errors
 
     repository, _, version = tag.rpartition(":")
     container = client.containers.create(base, ["python3"], network_mode="none", labels={SANDBOX_LABEL: "build"})
     try:
         with tempfile.TemporaryFile() as archive:
-            _write_archive(archive, tree)
+            _write_archive(archive, tree, site)
             archive.seek(0)
             if not container.put_archive("/", archive):
                 raise ImageBuildError(f"docker refused the archive of {tree} for {tag}")
-        container.commit(repository=repository, tag=version, message=f"agentrl data image: {tree.name}",
+        container.commit(repository=repository, tag=version, message=f"agentrl image: {tree.name} at {site}",
                          changes=[f"LABEL {IMAGE_RECIPE_LABEL}={version}"])
     except docker.errors.DockerException as exc:
         raise ImageBuildError(f"building {tag} from {base} failed: {exc}") from exc
@@ -217,8 +217,8 @@ def _commit_with_tree(client: docker.DockerClient, base: str, tree: Path, tag: s
         container.remove(force=True)
 
 
-def _write_archive(archive: object, tree: Path) -> None:
-    """A tar of ``tree`` under :data:`SITE_PACKAGES`, owned by root and readable by everyone."""
+def _write_archive(archive: object, tree: Path, site: str = SITE_PACKAGES) -> None:
+    """A tar of ``tree`` under ``site``, owned by root and readable by everyone."""
     def owned_by_root(member: tarfile.TarInfo) -> tarfile.TarInfo:
         member.uid = member.gid = 0
         member.uname = member.gname = "root"
@@ -226,7 +226,7 @@ def _write_archive(archive: object, tree: Path) -> None:
         return member
 
     with tarfile.open(fileobj=archive, mode="w") as tar:  # docker makes the missing parent folders
-        tar.add(tree, arcname=SITE_PACKAGES.lstrip("/"), filter=owned_by_root)
+        tar.add(tree, arcname=site.lstrip("/"), filter=owned_by_root)
 
 
 def smoke_test(client: docker.DockerClient, tag: str) -> str:
