@@ -20,6 +20,7 @@ from rewards.base import RewardFn, RewardResult
 from rewards.composite import CompositeReward, Term
 from rewards.data_analysis import (
     AnswerFields,
+    dabench_reward,
     data_analysis_reward,
     field_matches,
     parse_answer_fields,
@@ -97,6 +98,7 @@ __all__ = [
     "attribute_matched",
     "attributes_matched",
     "completion_length",
+    "dabench_reward",
     "dapo_overlong_penalty",
     "data_analysis_reward",
     "exact_match",

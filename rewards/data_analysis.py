@@ -11,6 +11,9 @@ them and re-exports their public names (:func:`parse_answer_fields`, :func:`fiel
 :func:`data_analysis_reward` pays 1.0 only when every expected field is given once and right (ABQ,
 accuracy by question); :func:`psaq_reward` pays the share of right fields (PSAQ). Fields that
 were not asked do not pay. An answer over :data:`MAX_ANSWER_CHARS` scores 0.
+:func:`dabench_reward` grades by DABench's own closed-form rules instead
+(:mod:`tasks.data_analysis.dabench_eval`: first ``]`` ends a value, the last copy of a field wins, text equality
+or an absolute 1e-6), for numbers that sit beside published DABench scores.
 :func:`sql_result_reward` pays 1.0 when the agent's final query returned the expected table.
 
 Example:
@@ -30,7 +33,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from rewards.base import RewardResult
 from rewards.errors import RewardComputationError, RewardConfigError
-from tasks.data_analysis import answers
+from tasks.data_analysis import answers, dabench_eval
 from tasks.data_analysis.answers import (
     ABS_TOL,
     MAX_COLUMN_ASSIGNMENTS,
@@ -50,6 +53,7 @@ __all__ = [
     "REL_TOL",
     "AnswerFields",
     "Cell",
+    "dabench_reward",
     "data_analysis_reward",
     "field_matches",
     "list_matches",
@@ -153,6 +157,58 @@ def psaq_reward(task: Task, trajectory: Trajectory, evidence: Mapping[str, Any])
     """
     components = _grade_fields(task, trajectory.final_answer)
     return RewardResult(components["psaq"], components)
+
+
+def dabench_reward(task: Task, trajectory: Trajectory, evidence: Mapping[str, Any]) -> RewardResult:
+    """Reward term: 1.0 when DABench's own evaluator finds every expected field right (its ABQ, exactly).
+
+    Grades ``trajectory.final_answer`` against ``task.metadata["answer_fields"]`` with
+    :func:`tasks.data_analysis.dabench_eval.grade`: a value runs to its first ``]`` and is not stripped, the last
+    copy of a repeated field counts, and a value is right when its text equals the label or both are numbers less
+    than 1e-6 apart. Case, quotes, ``%``, thousands separators and relative closeness are not forgiven, a field
+    given twice is not wrong, and no answer is too long (:func:`data_analysis_reward` differs on each). A label
+    that is not a string is compared as the text :func:`data_analysis_reward` reads it as (``true`` for True);
+    ``tolerance`` and the other grading metadata are ignored, as DABench has none. ``evidence`` is not used.
+
+    Returns:
+        The value with components ``fields_right``, ``fields_total``, ``psaq`` (share right), ``abq`` and
+        ``unanswered`` (1.0 when the final answer is missing or empty: DABench's evaluator would leave the
+        question out of its metrics rather than score it 0).
+
+    Raises:
+        RewardComputationError: When the task's metadata is malformed or a field's label is a list (DABench's
+            regex cannot read a list's ``]``).
+
+    Example:
+        >>> from tasks.records import Turn
+        >>> task = Task("da/0", "DataAnalysis", "dabench", "...", None,
+        ...             metadata={"answer_fields": {"mean_fare": "34.65"}})
+        >>> answer = "@mean_fare[1] @mean_fare[34.6500000001]"
+        >>> dabench_reward(task, Trajectory((Turn(answer, "", answer=answer),)), {}).value
+        1.0
+    """
+    answer = trajectory.final_answer or ""
+    marks = dabench_eval.grade(_dabench_labels(task), answer)
+    right = sum(marks.values())
+    components = {"fields_right": float(right), "fields_total": float(len(marks)), "psaq": right / len(marks),
+                  "abq": float(right == len(marks)), "unanswered": float(not answer)}
+    return RewardResult(components["abq"], components)
+
+
+def _dabench_labels(task: Task) -> dict[str, str]:
+    fields = task.metadata.get("answer_fields")
+    if not isinstance(fields, Mapping) or not fields:
+        raise RewardComputationError(
+            f'expected task.metadata["answer_fields"] of task {task.id!r} to be a non-empty mapping, got {fields!r}'
+        )
+    labels = {}
+    for name, value in fields.items():
+        where = f"answer field {name!r} of task {task.id!r}"
+        if isinstance(value, list):
+            raise RewardComputationError(f"expected {where} to be a scalar for DABench's grading (its regex stops a "
+                                         f"value at the first ']'), got the list {value!r}")
+        labels[name] = _expected_scalar(value, where)
+    return labels
 
 
 def _grade_fields(task: Task, answer: str | None) -> dict[str, float]:

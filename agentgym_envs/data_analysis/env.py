@@ -10,7 +10,8 @@ never an answer or a reference program). Two tools:
   row count given, stopped after ``sql_timeout_s`` (:mod:`agentgym_envs.data_analysis.workspace`).
 
 Task families follow DABench's concepts. Every family but ``sql`` is answered with the format line's
-``@name[value]`` fields and graded by :func:`~rewards.data_analysis.data_analysis_reward` (ABQ). A ``sql``
+``@name[value]`` fields and graded by :func:`~rewards.data_analysis.data_analysis_reward` (ABQ), or with
+``grader="dabench"`` by DABench's own closed-form rules (:func:`~rewards.data_analysis.dabench_reward`). A ``sql``
 question is answered with a query: after the episode the sandbox is reset, the files written again and the
 query run through the same loader in a fresh kernel, and its result table is graded by
 :func:`~rewards.data_analysis.sql_result_reward` (Spider's execution accuracy).
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 from agentgym_envs.core import TextEnvOptions
 from agentgym_envs.data_analysis.workspace import Schema, SqlSettings, load_task_data, result_table, run_sql
+from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.python_sandbox.env import PYTHON_TOOL_SCHEMA
 from agentgym_envs.sandbox import SandboxLimits
 from agentgym_envs.sandboxed import SandboxEnv
@@ -32,6 +34,7 @@ from rewards import (
     CompositeReward,
     RewardFn,
     Term,
+    dabench_reward,
     data_analysis_reward,
     format_reward,
     make_tool_shaping_reward,
@@ -51,6 +54,8 @@ SQL_TOOL_SCHEMA = {
     "required": ["query"],
     "additionalProperties": False,
 }
+GRADERS = {"forgiving": data_analysis_reward, "dabench": dabench_reward}
+"""How answer fields are graded: this project's forgiving rules (the default) or DABench's exact ones."""
 DATA_SANDBOX_LIMITS = SandboxLimits(memory_mb=2048, disk_mb=256)
 """The default limits: room for pandas, pyarrow and duckdb with the data loaded twice (a frame and a table)."""
 
@@ -70,14 +75,15 @@ ANSWER_SQL = ("Answer with one SQL query inside <answer>...</answer>. It is run 
 SQL_FENCE = re.compile(r"```(?:sql|duckdb)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
-def default_reward(family: str) -> CompositeReward:
+def default_reward(family: str, grader: str = "forgiving") -> CompositeReward:
     """The verifier of ``family`` with format and tool-use terms logged at weight 0.
 
-    ``sql``: :func:`~rewards.data_analysis.sql_result_reward`; every other family:
-    :func:`~rewards.data_analysis.data_analysis_reward`. Raise the weights of ``format`` and ``tool_use``
-    (kept small against the outcome) to shape.
+    ``sql``: :func:`~rewards.data_analysis.sql_result_reward`; every other family: the ``grader``'s
+    (:data:`GRADERS`: :func:`~rewards.data_analysis.data_analysis_reward` or
+    :func:`~rewards.data_analysis.dabench_reward`). Raise the weights of ``format`` and ``tool_use`` (kept small
+    against the outcome) to shape.
     """
-    outcome = sql_result_reward if family == "sql" else data_analysis_reward
+    outcome = sql_result_reward if family == "sql" else GRADERS[grader]
     return CompositeReward([
         Term("outcome", outcome, weight=1.0),
         Term("format", format_reward, weight=0.0),
@@ -95,6 +101,9 @@ class DataAnalysisEnv(SandboxEnv):
     """Data-analysis questions over a task's files, with ``python`` and ``sql`` tools in a sandbox.
 
     Args:
+        grader: ``"forgiving"`` (:func:`~rewards.data_analysis.data_analysis_reward`) or ``"dabench"``
+            (:func:`~rewards.data_analysis.dabench_reward`, DABench's own closed-form rules); ``sql`` questions are
+            graded by their result table either way. Ignored for a family whose ``reward`` is given.
         sql_max_rows: Most rows a ``sql`` call shows (the total is always given).
         sql_max_cell_chars: Longer cells are cut in what ``sql`` shows.
         sql_timeout_s: A query is stopped after this long.
@@ -117,7 +126,10 @@ class DataAnalysisEnv(SandboxEnv):
 
     def __init__(self, *, sandbox: str = "docker", sandbox_limits: SandboxLimits | None = None,
                  sandbox_pool: DockerSandboxPool | None = None, sql_max_rows: int = 50, sql_max_cell_chars: int = 80,
-                 sql_timeout_s: float = 10.0, **options: Unpack[TextEnvOptions]) -> None:
+                 sql_timeout_s: float = 10.0, grader: str = "forgiving", **options: Unpack[TextEnvOptions]) -> None:
+        if grader not in GRADERS:
+            raise EnvConfigError(f"grader: expected one of {sorted(GRADERS)}, got {grader!r}")
+        self.grader = grader
         super().__init__(sandbox=sandbox, sandbox_limits=sandbox_limits or DATA_SANDBOX_LIMITS,
                          sandbox_pool=sandbox_pool, **options)
         self.sql_settings = SqlSettings(max_rows=sql_max_rows, max_cell_chars=sql_max_cell_chars,
@@ -139,12 +151,12 @@ class DataAnalysisEnv(SandboxEnv):
         return self._tools
 
     def default_reward(self, family: str) -> RewardFn:
-        """:func:`default_reward` of ``family``."""
-        return default_reward(family)
+        """:func:`default_reward` of ``family`` with this env's ``grader``."""
+        return default_reward(family, self.grader)
 
     def _settings(self) -> dict[str, Any]:
-        return {"sql_max_rows": self.sql_settings.max_rows, "sql_max_cell_chars": self.sql_settings.max_cell_chars,
-                "sql_timeout_s": self.sql_settings.timeout_s}
+        return {"grader": self.grader, "sql_max_rows": self.sql_settings.max_rows,
+                "sql_max_cell_chars": self.sql_settings.max_cell_chars, "sql_timeout_s": self.sql_settings.timeout_s}
 
     def _docker_image(self) -> str | None:
         """The data image (the base image plus pinned numpy, pandas, pyarrow, duckdb), built when missing."""
