@@ -11,10 +11,12 @@
   judges agreement by the grader's rules for "the same answer" (:mod:`tasks.data_analysis.answers`).
 * The bundle's build (:mod:`tasks.data_analysis.bundled`; the splits through
   ``tasks.load_split("DataAnalysis", split)``), fresh tasks from a seed (:func:`generate_tasks`)
-  and DABench's files (:func:`load_dabench`); ``python -m tasks.data_analysis`` writes tasks JSONL.
+  and DABench's files (:func:`load_dabench`, :func:`read_dabench` with what it dropped or flagged);
+  ``python -m tasks.data_analysis`` writes tasks JSONL and scores responses by DABench's own rules
+  (:mod:`tasks.data_analysis.dabench_eval`).
 """
 
-from tasks.data_analysis.dabench import load_dabench
+from tasks.data_analysis.dabench import DabenchLoad, QuestionNote, load_dabench, read_dabench
 from tasks.data_analysis.datasets import (
     COLUMN_TYPES,
     THEMES,
@@ -37,7 +39,9 @@ __all__ = [
     "SQL_LOADER_SOURCE",
     "THEMES",
     "Column",
+    "DabenchLoad",
     "Dataset",
+    "QuestionNote",
     "Table",
     "available_datasets",
     "dataset_files",
@@ -47,6 +51,7 @@ __all__ = [
     "load_dabench",
     "load_dataset",
     "materialize",
+    "read_dabench",
     "table_sources",
     "task_files",
 ]

@@ -78,6 +78,36 @@ def test_a_missing_file_is_named_or_skipped(dabench: dict[str, Path]) -> None:
     assert [task.id for task in kept] == ["dabench/0", "dabench/5"]
 
 
+def test_the_command_line_names_what_skip_missing_dropped(dabench: dict[str, Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    (dabench["data_dir"] / "housing.csv").unlink()
+    assert main(["dabench", "--questions", str(dabench["questions"]), "--labels", str(dabench["labels"]),
+                 "--data-dir", str(dabench["data_dir"]), "--skip-missing", "--out", str(tmp_path / "t.jsonl")]) == 0
+    printed = capsys.readouterr().out
+    assert "dropped (1):\n  question 7: expected file 'housing.csv'" in printed
+    assert "wrote 2 tasks" in printed
+
+
+def test_the_command_line_flags_broken_labels_and_scores_responses_as_dabench(
+        dabench: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = write_jsonl(dabench["labels"], [*LABELS[:2], {"id": 7, "common_answers": [["rows", "nan"]]}])
+    assert main(["dabench", "--questions", str(dabench["questions"]), "--labels", str(labels),
+                 "--data-dir", str(dabench["data_dir"]), "--out", str(tmp_path / "t.jsonl")]) == 0
+    assert "broken (--skip-broken drops them) (1):\n  question 7: field 'rows' is labelled 'nan'" in (
+        capsys.readouterr().out)
+    responses = write_jsonl(tmp_path / "responses.jsonl", [
+        {"id": 0, "response": "@mean_fare[34.65]"}, {"id": 5, "response": "@r[0.1] @relation[Weak positive]"},
+        {"id": 7, "response": ""}])
+    metrics = tmp_path / "metrics.json"
+    assert main(["score", "--questions", str(dabench["questions"]), "--labels", str(labels),
+                 "--responses", str(responses), "--json", str(metrics)]) == 0
+    printed = capsys.readouterr().out
+    assert "Accuracy by Question (ABQ): 50.00%" in printed and "(PSAQ): 75.00%" in printed
+    assert "(UASQ): 66.67%" in printed and "left out as DABench does: 1" in printed
+    assert json.loads(metrics.read_text())["by_concept"] == {"Summary Statistics": 1.0, "Correlation Analysis": 0.0,
+                                                             "Outlier Detection": 0.0}
+
+
 def test_a_question_without_a_label_or_a_plain_file_name_is_refused(dabench: dict[str, Path],
                                                                    tmp_path: Path) -> None:
     labels = write_jsonl(tmp_path / "labels.jsonl", LABELS[:2])
