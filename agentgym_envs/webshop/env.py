@@ -40,7 +40,9 @@ from agentgym_envs.webshop.errors import ShopUnavailableError
 from agentgym_envs.webshop.pages import SESSION_GONE_PAGE, Page, parse_page
 from agentgym_envs.webshop.service import ShopAddress, ShopClient, ShopServer, ShopService, new_session_id
 from rewards import CompositeReward, RewardFn, Term, make_tool_shaping_reward, webshop_reward
+from rewards.webshop import GRADER_KEY, GRADERS
 from tasks import Task, Trajectory
+from tasks.errors import did_you_mean
 from tasks.webshop.bundled import DEFAULT_CATALOGUE, available_catalogues
 
 if TYPE_CHECKING:  # Playwright (the ``web`` extra) is imported only in browser mode
@@ -106,6 +108,10 @@ class WebShopEnv(TextEnv):
             (not closed here); None starts one for this env, unless the shop brings its own browser.
         shop_timeout_s: How long a request to the shop may take (over HTTP) before the step is an infrastructure
             error.
+        grader: How the purchase is graded (:mod:`rewards.webshop`): ``"strict"`` (default: an option counts only
+            when the value chosen in its group is the wanted one, so no wrong variant of the right product
+            succeeds) or ``"webshop"`` (WebShop's own ``get_reward``, for numbers beside published ones). Told to
+            the reward as ``evidence["grader"]`` and shown in the card's settings.
         **options: Every env's options (:class:`~agentgym_envs.core.TextEnvOptions`: ``split``, ``splits_dir``,
             ``families``, ``tasks``, ``reward``, the limits, ``render_mode``, ``prompt_style``); see
             :class:`~agentgym_envs.core.TextEnv`. One family: ``"shop"``.
@@ -130,13 +136,18 @@ class WebShopEnv(TextEnv):
 
     def __init__(self, *, mode: str = "text", observation: str = "text_rich", server: ShopService | str | None = None,
                  catalogue: str | None = None, browser: BrowserPool | None = None,
-                 shop_timeout_s: float = SHOP_TIMEOUT_S, **options: Unpack[TextEnvOptions]) -> None:
+                 shop_timeout_s: float = SHOP_TIMEOUT_S, grader: str = "strict",
+                 **options: Unpack[TextEnvOptions]) -> None:
         if server is not None and not isinstance(server, str | ShopService):
             raise EnvConfigError(f"server: expected None, a URL, a ShopServer or a ShopContainer, got "
                                  f"{type(server).__name__}")
         service = ShopAddress(server) if isinstance(server, str) else server
         _check_mode(mode, observation, browser, service)
+        if grader not in GRADERS:
+            raise EnvConfigError(f"grader: expected one of {list(GRADERS)}, got {grader!r}"
+                                 f"{did_you_mean(grader, GRADERS)}")
         super().__init__(**options)
+        self.grader = grader
         if shop_timeout_s <= 0:
             raise EnvConfigError(f"shop_timeout_s: expected a positive number of seconds, got {shop_timeout_s}")
         self.mode, self.observation, self.shop_timeout_s = mode, observation, shop_timeout_s
@@ -174,7 +185,7 @@ class WebShopEnv(TextEnv):
         spec = self._server_spec
         server = "own" if spec is None else spec if isinstance(spec, str) else "shared"
         return {"mode": self.mode, "observation": self.observation, "catalogue": self.catalogue, "server": server,
-                "shop_timeout_s": self.shop_timeout_s}
+                "shop_timeout_s": self.shop_timeout_s, "grader": self.grader}
 
     @property
     def page(self) -> Page | None:
@@ -297,11 +308,12 @@ class WebShopEnv(TextEnv):
 
     # -- scoring --------------------------------------------------------------------------------
     def _evidence(self, task: Task, trajectory: Trajectory) -> dict[str, Any]:
-        """The purchase the server recorded for this episode's session, and the product bought."""
+        """The purchase the server recorded for this episode's session, the product bought, and the grader."""
         assert self._session is not None
         shop = self._connect()
         purchase = shop.purchase(self._session)
-        return {"purchase": purchase, "product": shop.product(purchase.asin) if purchase is not None else None}
+        product = shop.product(purchase.asin) if purchase is not None else None
+        return {"purchase": purchase, "product": product, GRADER_KEY: self.grader}
 
     # -- clean-up -------------------------------------------------------------------------------
     def _end_session(self) -> None:

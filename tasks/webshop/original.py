@@ -296,6 +296,7 @@ class _Instruction:
     price_upper: float
     options: Mapping[str, str] | None = None
     unmatched: tuple[str, ...] = ()
+    written_options: tuple[str, ...] | None = None
 
     @property
     def count(self) -> int:
@@ -348,7 +349,8 @@ def load_original_goals(
         (``"original"``), ``source`` (``"human"`` or ``"synthetic"``), ``original_split`` (WebShop's
         split by goal index: ``"test"`` below 500, ``"eval"`` below 1500, else ``"train"``; the published
         split only for the whole ``items_shuffle.json``), ``weight`` (WebShop's sampling weight),
-        ``unmatched_options`` and ``seed``.
+        ``unmatched_options``, ``written_options`` (a human goal's option values as its file writes
+        them, which WebShop's own grader compares; None for a synthetic goal) and ``seed``.
 
     Raises:
         RecordFormatError: The file is not an instructions file of the kind ``human`` says.
@@ -428,7 +430,8 @@ def _human_instruction(product: Product, entry: Any, rng: np.random.Generator) -
     if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
         raise RecordFormatError(f"expected 'instruction_options' to be a list of strings, got {values!r}")
     options, unmatched = _assign_groups([normalize_option(value) for value in values], product.options)
-    return _Instruction(product, text, attributes, _price_upper(product.price, rng), options, tuple(unmatched))
+    return _Instruction(product, text, attributes, _price_upper(product.price, rng), options, tuple(unmatched),
+                        tuple(values))
 
 
 def _string(entry: Mapping[str, Any], key: str) -> str:
@@ -543,6 +546,7 @@ def _task(
             "original_split": _split(index),
             "weight": weight,
             "unmatched_options": list(instruction.unmatched),
+            "written_options": None if instruction.written_options is None else list(instruction.written_options),
             "seed": seed,
         },
     )

@@ -11,12 +11,14 @@ from rewards import (
     attribute_matched,
     fuzzy_match,
     fuzzy_score,
-    normalize_color,
-    options_matched,
+    option_key,
     price_ok,
+    strict_option_matched,
     type_factor,
     type_match,
     type_words,
+    webshop_normalize_color,
+    webshop_options_matched,
     webshop_reward,
     webshop_score,
 )
@@ -51,91 +53,155 @@ PRODUCT = Product(
 PURCHASE = Purchase(asin="B0RUN", options={"color": "navy", "size": "large"}, price=39.99)
 
 
-def score(goal: dict[str, Any] | None = None, product: dict[str, Any] | None = None, **purchase: Any) -> float:
+def score(goal: dict[str, Any] | None = None, product: dict[str, Any] | None = None, *, grader: str = "strict",
+          named: bool = True, **purchase: Any) -> float:
     """The score of the running example with some fields replaced."""
     return webshop_score(
         dataclasses.replace(GOAL, **(goal or {})),
         dataclasses.replace(PRODUCT, **(product or {})),
         dataclasses.replace(PURCHASE, **purchase),
+        grader=grader,
+        named=named,
     ).value
 
 
+# Each case: (goal fields, product fields, purchase fields, strict score, WebShop's score). The goal's options are
+# compared as a synthetic goal's, with their group names, under "webshop": ("color", "navy") is the colour word
+# "navy" (a colour word of WebShop's list equal to the value), ("size", "large") is the text "size large".
+# The "webshop" column was also checked against WebShop's own get_reward (thefuzz 0.19.0, type factor given).
 @pytest.mark.parametrize(
-    ("goal", "product", "purchase", "expected"),
+    ("goal", "product", "purchase", "strict", "webshop"),
     [
-        # exact match: (2 attributes + 2 options + price) / 5 = 5/5, type factor 1
-        ({}, {}, {}, 1.0),
+        # exact match: (2 attributes + 2 options + price) / 5 = 5/5, type factor 1; "large" is a subset of
+        # "size large" (100)
+        ({}, {}, {}, 1.0, 1.0),
         # "non slip" is nowhere in the product (attributes, title, bullets, description): (1 + 2 + 1) / 5
-        ({}, {"attributes": ("lightweight",)}, {}, 4 / 5),
-        # wrong size ("small" vs "large" scores 20): (2 + 1 + 1) / 5
-        ({}, {}, {"options": {"color": "navy", "size": "small"}}, 4 / 5),
+        ({}, {"attributes": ("lightweight",)}, {}, 4 / 5, 4 / 5),
+        # wrong size ("small" shares no word with "size large"): (2 + 1 + 1) / 5
+        ({}, {}, {"options": {"color": "navy", "size": "small"}}, 4 / 5, 4 / 5),
         # wrong colour and wrong size: (2 + 0 + 1) / 5
-        ({}, {}, {"options": {"color": "red", "size": "small"}}, 3 / 5),
+        ({}, {}, {"options": {"color": "red", "size": "small"}}, 3 / 5, 3 / 5),
         # an option left unchosen counts as unmatched: (2 + 1 + 1) / 5
-        ({}, {}, {"options": {"color": "navy"}}, 4 / 5),
+        ({}, {}, {"options": {"color": "navy"}}, 4 / 5, 4 / 5),
         # one cent over the limit: (2 + 2 + 0) / 5
-        ({}, {}, {"price": 50.01}, 4 / 5),
+        ({}, {}, {"price": 50.01}, 4 / 5, 4 / 5),
         # exactly at the limit is within it: 5/5
-        ({}, {}, {"price": 50.0}, 1.0),
+        ({}, {}, {"price": 50.0}, 1.0, 1.0),
         # nothing right but the type: (0 + 0 + 0) / 5 = 0 whatever the factor
-        ({}, {"attributes": ()}, {"options": {}, "price": 99.0}, 0.0),
-        # "navy blue" is normalised to "navy": 5/5
-        ({}, {}, {"options": {"color": "navy blue", "size": "large"}}, 1.0),
-        # "Heather Grey" -> "heather gray" contains the wanted "gray" ("grey" vs "gray" alone scores 75): 5/5
-        (
-            {"options": {"color": "gray", "size": "large"}},
-            {},
-            {"options": {"color": "Heather Grey", "size": "large"}},
-            1.0,
-        ),
-        # "blue" is not "navy": navy blue is normalised to navy, so blue is unmatched: (2 + 1 + 1) / 5
-        (
-            {"options": {"color": "blue", "size": "large"}},
-            {},
-            {"options": {"color": "navy blue", "size": "large"}},
-            4 / 5,
-        ),
-        # WebShop compares a wanted value with every chosen value, whatever its group: 5/5
-        ({}, {}, {"options": {"size": "navy", "color": "large"}}, 1.0),
+        ({}, {"attributes": ()}, {"options": {}, "price": 99.0}, 0.0, 0.0),
+        # x-large for large: strict, another value of the group; WebShop: "x large" vs "size large" scores 83: 4/5
+        ({}, {}, {"options": {"color": "navy", "size": "x-large"}}, 4 / 5, 4 / 5),
+        # large for x-large: strict 4/5; WebShop: "large" is a subset of "size x large" (100): 5/5
+        ({"options": {"color": "navy", "size": "x-large"}}, {}, {}, 4 / 5, 1.0),
+        # navy blue for navy: strict, navy is offered so only navy is navy: 4/5; WebShop turns "navy blue" into
+        # "blue" (blue comes before navy in its colour list), and blue is not navy: 4/5
+        ({}, {}, {"options": {"color": "navy blue", "size": "large"}}, 4 / 5, 4 / 5),
+        # grey wanted, "heather grey" chosen: strict, "heather gray" is not "gray": 4/5; WebShop turns "heather
+        # grey" into "grey" (grey comes before heather in its list) and ("color", "grey") into "grey": 5/5
+        ({"options": {"color": "grey", "size": "large"}}, {}, {"options": {"color": "heather grey", "size": "large"}},
+         4 / 5, 1.0),
+        # gray wanted, "heather grey" chosen: WebShop's "grey" vs "gray" scores 75: 4/5 under both
+        ({"options": {"color": "gray", "size": "large"}}, {}, {"options": {"color": "heather grey", "size": "large"}},
+         4 / 5, 4 / 5),
+        # a value the product does not offer, written another way: grey wanted, gray chosen, strict compares their
+        # keys (gray = gray): 5/5; WebShop: "gray" vs "grey" 75: 4/5
+        ({"options": {"color": "grey", "size": "large"}}, {"options": {"color": ("gray",), "size": ("large",)}},
+         {"options": {"color": "gray", "size": "large"}}, 1.0, 4 / 5),
+        # the groups swapped: strict compares each group's own value: (2 + 0 + 1) / 5; WebShop compares each wanted
+        # value with every chosen one: 5/5
+        ({}, {}, {"options": {"size": "navy", "color": "large"}}, 3 / 5, 1.0),
+        # the other pack size: strict 4/5; WebShop: "16 fl oz pack of 1" vs "size 16 fl oz pack of 2" scores 94: 5/5
+        ({"options": {"color": "navy", "size": "16 fl oz (pack of 2)"}},
+         {"options": {"color": ("navy",), "size": ("16 fl oz (pack of 1)", "16 fl oz (pack of 2)")}},
+         {"options": {"color": "navy", "size": "16 fl oz (pack of 1)"}}, 4 / 5, 1.0),
+        # the issue's case: 8.12 fl oz (pack of 1) for 16 fl oz (pack of 2); with the group name WebShop scores 84
+        ({"options": {"color": "navy", "size": "16 fl oz (pack of 2)"}},
+         {"options": {"color": ("navy",), "size": ("8.12 fl oz (pack of 1)", "16 fl oz (pack of 2)")}},
+         {"options": {"color": "navy", "size": "8.12 fl oz (pack of 1)"}}, 4 / 5, 4 / 5),
+        # WebShop turns "standard" into "tan" (its colour rule is a substring test), so the right size fails there
+        ({"options": {"color": "navy", "size": "standard"}}, {"options": {"color": ("navy",), "size": ("standard",)}},
+         {"options": {"color": "navy", "size": "standard"}}, 1.0, 4 / 5),
         # fuzzy attribute: "light weight" vs "lightweight" scores 96 > 85: 5/5
-        ({}, {"attributes": ("light weight", "non slip")}, {}, 1.0),
-        # "non slip" is not an attribute but is in the description (case-insensitive): 5/5
-        ({}, {"attributes": ("lightweight",), "description": "NON SLIP rubber outsole."}, {}, 1.0),
+        ({}, {"attributes": ("light weight", "non slip")}, {}, 1.0, 1.0),
+        # "non slip" is not an attribute but is in the description (lowercased): 5/5
+        ({}, {"attributes": ("lightweight",), "description": "NON SLIP rubber outsole."}, {}, 1.0, 1.0),
         # ... or in a bullet point: 5/5
-        ({}, {"attributes": ("lightweight",), "features": ("Mesh upper", "Non slip sole")}, {}, 1.0),
+        ({}, {"attributes": ("lightweight",), "features": ("Mesh upper", "Non slip sole")}, {}, 1.0, 1.0),
         # ... or in the title: 5/5
-        ({}, {"attributes": ("lightweight",), "title": "Stride Non Slip Running Shoes"}, {}, 1.0),
+        ({}, {"attributes": ("lightweight",), "title": "Stride Non Slip Running Shoes"}, {}, 1.0, 1.0),
         # the text fallback is an exact substring, not fuzzy: "non-slip" does not contain "non slip": 4/5
-        ({}, {"attributes": ("lightweight",), "title": "Stride Non-Slip Running Shoes"}, {}, 4 / 5),
+        ({}, {"attributes": ("lightweight",), "title": "Stride Non-Slip Running Shoes"}, {}, 4 / 5, 4 / 5),
+        # a wanted attribute written with capitals: strict lowercases it; WebShop looks for "Non Slip" in the
+        # lowercased text and misses it: 4/5
+        ({"attributes": ("lightweight", "Non Slip")}, {"attributes": ("lightweight",), "description": "non slip sole"},
+         {}, 1.0, 4 / 5),
         # a goal without attributes or options: price alone, 1/1
-        ({"attributes": (), "options": {}}, {}, {}, 1.0),
+        ({"attributes": (), "options": {}}, {}, {}, 1.0, 1.0),
         # type factor 0.5 (other query, one shared category part, 1 of 6 type words) times 5/5
         (
             {"product_type": "stainless steel chef knife block set", "category": ("Home", "Kitchen", "Knives")},
-            {
-                "product_type": "paring knife",
-                "title": "Paring Knife",
-                "query": "paring knife",
-                "category": ("Home", "Tools"),
-            },
+            {"product_type": "paring knife", "title": "Paring Knife", "query": "paring knife", "category": ("Home", "Tools")},
             {},
+            0.5,
+            0.5,
+        ),
+        # the same with category parts that differ only in case: strict folds case (2 shared: factor 1.0);
+        # WebShop compares them as written (1 shared: 0.5)
+        (
+            {"product_type": "stainless steel chef knife block set", "category": ("Home", "Kitchen", "Knives")},
+            {"product_type": "paring knife", "title": "Paring Knife", "query": "paring knife", "category": ("Home", "kitchen")},
+            {},
+            1.0,
             0.5,
         ),
         # type factor 0 (no type word in common) zeroes a purchase that is otherwise perfect
-        ({}, {"title": "Garden Hose", "product_type": "hose"}, {}, 0.0),
+        ({}, {"title": "Garden Hose", "product_type": "hose"}, {}, 0.0, 0.0),
         # type factor 0.1 times (1 + 2 + 1) / 5
         (
             {"product_type": "extra large heavy duty stainless steel outdoor garden storage shed kit"},
             {"title": "Garden Hose", "product_type": "hose", "attributes": ("lightweight",)},
             {},
             0.1 * 4 / 5,
+            0.1 * 4 / 5,
         ),
     ],
 )
 def test_webshop_score(
-    goal: dict[str, Any], product: dict[str, Any], purchase: dict[str, Any], expected: float
+    goal: dict[str, Any], product: dict[str, Any], purchase: dict[str, Any], strict: float, webshop: float
 ) -> None:
-    assert score(goal, product, **purchase) == pytest.approx(expected)
+    assert score(goal, product, **purchase) == pytest.approx(strict)
+    assert score(goal, product, grader="webshop", **purchase) == pytest.approx(webshop)
+
+
+# A human goal's options are bare values (WebShop's items_human_ins.json has no group names): (group-free)
+# "webshop" compares them with every chosen value; strict still compares the value chosen in the group the
+# converter gave the wanted value (its product's group that offers it).
+@pytest.mark.parametrize(
+    ("goal", "product", "purchase", "strict", "webshop"),
+    [
+        # exact: 5/5
+        ({}, {}, {}, 1.0, 1.0),
+        # x-large for large: "large" is a subset of "x large" (100): WebShop 5/5, strict 4/5
+        ({}, {}, {"options": {"color": "navy", "size": "x-large"}}, 4 / 5, 1.0),
+        # the issue's case without group names: "8.12 fl oz pack of 1" vs "16 fl oz pack of 2" scores 89: 5/5
+        ({"options": {"color": "navy", "size": "16 fl oz (pack of 2)"}},
+         {"options": {"color": ("navy",), "size": ("8.12 fl oz (pack of 1)", "16 fl oz (pack of 2)")}},
+         {"options": {"color": "navy", "size": "8.12 fl oz (pack of 1)"}}, 4 / 5, 1.0),
+        # white wanted, "black | white" chosen: WebShop turns it into "black": 4/5 under both
+        ({"options": {"color": "white", "size": "large"}}, {"options": {"color": ("white", "black | white"),
+                                                                          "size": ("large",)}},
+         {"options": {"color": "black | white", "size": "large"}}, 4 / 5, 4 / 5),
+        # a value the product does not offer, kept under "unmatched 1": strict matches it with any chosen value of
+        # the same key ("XL" = "x-large"); WebShop: "xl" vs "x large" 57: 4/5
+        ({"options": {"color": "navy", "unmatched 1": "XL"}}, {}, {"options": {"color": "navy", "size": "x-large"}},
+         1.0, 4 / 5),
+    ],
+)
+def test_webshop_score_of_a_human_goal(
+    goal: dict[str, Any], product: dict[str, Any], purchase: dict[str, Any], strict: float, webshop: float
+) -> None:
+    assert score(goal, product, named=False, **purchase) == pytest.approx(strict)
+    assert score(goal, product, grader="webshop", named=False, **purchase) == pytest.approx(webshop)
 
 
 def test_webshop_score_reports_every_component() -> None:
@@ -290,27 +356,64 @@ def test_type_words(text: str, words: set[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "normalized"),
+    ("value", "key"),
     [
-        # case and punctuation
+        # case, punctuation and spacing
         ("Navy-Blue", "navy"),
-        # British spelling of gray, inside a longer value
-        ("Heather Grey", "heather gray"),
-        # a longer variant wins over the shorter one inside it
+        ("  Heather   Grey ", "heather gray"),
+        # a longer colour variant wins over the shorter one inside it
         ("Charcoal Grey", "charcoal"),
         ("Multi-Colour", "multicolor"),
-        ("multi colored", "multicolor"),
         # abbreviations
         ("BLK", "black"),
         # whole words only: "standard" keeps its "tan", "greyhound" its "grey"
         ("standard", "standard"),
         ("greyhound", "greyhound"),
-        # sizes pass through, only lowercased
-        ("X-Large", "x large"),
+        # sizes: one code per size, and distinct sizes stay distinct
+        ("X-Large", "xl"),
+        ("Extra Large", "xl"),
+        ("large", "large"),
+        ("XX-Large", "2xl"),
+        ("2XL", "2xl"),
+        ("3X-Large", "3xl"),
+        ("x-small", "xs"),
+        ("Twin XL", "twin xl"),
+        # pack counts and units
+        ("16 Fl Oz (Pack of 2)", "16 fl oz pack of 2"),
+        ("16 fl. oz, 2-pack", "16 fl oz pack of 2"),
+        ("16 Fluid Ounces (Pack of 1)", "16 fl oz pack of 1"),
+        ("12 Ounce (Pack of 3)", "12 oz pack of 3"),
+        ("24 Count", "pack of 24"),
+        ("2 Pounds", "2 lb"),
+        # numbers: a decimal is one number, trailing zeros do not count, a number is split from its unit
+        ("8.12 fl oz", "8.12 fl oz"),
+        ("7.50", "7.5"),
+        ("16oz", "16 oz"),
     ],
 )
-def test_normalize_color(value: str, normalized: str) -> None:
-    assert normalize_color(value) == normalized
+def test_option_key(value: str, key: str) -> None:
+    assert option_key(value) == key
+
+
+@pytest.mark.parametrize(
+    ("value", "normalized"),
+    [
+        # the first colour of WebShop's list found anywhere in the text: blue comes before navy
+        ("navy blue", "blue"),
+        # a substring test: "standard" holds "tan", "sandalwood" holds "sand"
+        ("standard", "tan"),
+        ("sandalwood", "sand"),
+        # case-sensitive: "Black" holds no colour of the (lowercase) list
+        ("Black", "Black"),
+        # no colour: unchanged
+        ("x-large", "x-large"),
+        # a synthetic goal's (group, value) pair: a colour only when the whole value is one
+        (("color", "black"), "black"),
+        (("color", "navy blue"), ("color", "navy blue")),
+    ],
+)
+def test_webshop_normalize_color(value: str | tuple[str, str], normalized: str | tuple[str, str]) -> None:
+    assert webshop_normalize_color(value) == normalized
 
 
 @pytest.mark.parametrize(
@@ -336,9 +439,16 @@ def test_normalize_color(value: str, normalized: str) -> None:
         ("café", "caf", 100, True),
         # no words at all
         ("", "navy", 0, False),
+        # a (group, value) pair is compared as its text, "('size', 'large')" -> "size large": a subset (100) ...
+        ("large", ("size", "large"), 100, True),
+        # ... or not: "large x" vs "large size" scores 83
+        ("x-large", ("size", "large"), 83, False),
+        # difflib's ratio, as thefuzz 0.19 uses it without python-Levenshtein: "fl of oz pack 1 12 8" vs
+        # "fl of oz pack 16 2" (2 * 17 / 38 = 89.5)
+        ("8.12 fl oz (pack of 1)", "16 fl oz (pack of 2)", 89, True),
     ],
 )
-def test_fuzzy_match(a: str, b: str, score: int, matched: bool) -> None:
+def test_fuzzy_match(a: str, b: object, score: int, matched: bool) -> None:
     assert fuzzy_score(a, b) == score
     assert fuzzy_match(a, b) is matched
 
@@ -365,22 +475,58 @@ def test_attribute_matched(attribute: str, product: dict[str, Any], matched: boo
 
 
 @pytest.mark.parametrize(
-    ("wanted", "chosen", "count"),
+    ("group", "wanted", "chosen", "matched"),
     [
-        # both
-        ({"color": "navy", "size": "large"}, {"color": "navy", "size": "large"}, 2),
-        # colour variant on the chosen side
-        ({"color": "navy", "size": "large"}, {"color": "Navy Blue", "size": "small"}, 1),
-        # colour variant on the wanted side
-        ({"color": "grey"}, {"color": "gray"}, 1),
+        # the value chosen in the wanted group
+        ("size", "large", {"size": "large", "color": "navy"}, True),
+        # spelled another way (case, punctuation)
+        ("size", "LARGE", {"size": "large"}, True),
+        # another value of the group: x-large is not large, large is not x-large
+        ("size", "large", {"size": "x-large"}, False),
+        ("size", "x-large", {"size": "large"}, False),
+        # the right value in another group does not count
+        ("size", "large", {"color": "large", "size": "small"}, False),
+        # navy and navy blue are both offered: only navy is navy
+        ("color", "navy", {"color": "navy blue"}, False),
+        # heather grey is offered, grey is not: their keys differ
+        ("color", "grey", {"color": "heather grey"}, False),
+        # a value not offered, matched by key: XL is x-large
+        ("size", "XL", {"size": "x-large"}, True),
+        # group names compared by key too ("Colour" is "color")
+        ("Colour", "navy", {"color": "navy"}, True),
+        # no group of that name chosen: any chosen value of the same key
+        ("unmatched 1", "x-large", {"color": "navy", "size": "x-large"}, True),
+        ("unmatched 1", "large", {"color": "navy", "size": "x-large"}, False),
         # nothing chosen
-        ({"color": "navy"}, {}, 0),
-        # nothing wanted
-        ({}, {"color": "navy"}, 0),
+        ("color", "navy", {}, False),
     ],
 )
-def test_options_matched(wanted: dict[str, str], chosen: dict[str, str], count: int) -> None:
-    assert options_matched(wanted, chosen) == count
+def test_strict_option_matched(group: str, wanted: str, chosen: dict[str, str], matched: bool) -> None:
+    assert strict_option_matched(group, wanted, chosen, PRODUCT) is matched
+
+
+@pytest.mark.parametrize(
+    ("wanted", "chosen", "named", "count"),
+    [
+        # both, with group names ("navy"; "size large" vs "large": 100)
+        ({"color": "navy", "size": "large"}, {"color": "navy", "size": "large"}, True, 2),
+        # "navy blue" becomes "blue", which is not navy
+        ({"color": "navy", "size": "large"}, {"color": "navy blue", "size": "small"}, True, 0),
+        # a wanted value is compared with every chosen value, whatever its group
+        ({"color": "navy"}, {"size": "navy"}, True, 1),
+        # "black | white" becomes "black"; ("color", "white") is "white"
+        ({"color": "white"}, {"color": "black | white"}, True, 0),
+        # bare values (a human goal): large matches x-large
+        ({"size": "large"}, {"size": "x-large"}, False, 1),
+        # ... not with the group name (83)
+        ({"size": "large"}, {"size": "x-large"}, True, 0),
+        # nothing chosen; nothing wanted
+        ({"color": "navy"}, {}, True, 0),
+        ({}, {"color": "navy"}, True, 0),
+    ],
+)
+def test_webshop_options_matched(wanted: dict[str, str], chosen: dict[str, str], named: bool, count: int) -> None:
+    assert webshop_options_matched(wanted, chosen, named=named) == count
 
 
 @pytest.mark.parametrize(
@@ -408,6 +554,33 @@ def make_task(goal: dict[str, Any] | None = None) -> Task:
         answer=None,
         metadata={"goal": GOAL.to_dict() if goal is None else goal},
     )
+
+
+@pytest.mark.parametrize(
+    ("source", "written", "grader", "expected"),
+    [
+        # the default grader is strict: x-large is not large, (2 + 1 + 1) / 5
+        (None, None, None, 4 / 5),
+        ("human", None, "strict", 4 / 5),
+        # WebShop's, with group names (a goal made here): "x large" vs "size large" 83, 4/5
+        (None, None, "webshop", 4 / 5),
+        # WebShop's, a human goal: bare values, "large" is a subset of "x large": 5/5
+        ("human", None, "webshop", 1.0),
+        # ... as its file writes them: "Navy Blue" (capitals: no colour of WebShop's lowercase list) contains
+        # the chosen "navy"; the lowercased "navy blue" would become "blue" and miss it
+        ("human", ["Navy Blue", "large"], "webshop", 1.0),
+        ("human", ["navy blue", "large"], "webshop", 4 / 5),
+    ],
+)
+def test_webshop_reward_grader(source: str | None, written: list[str] | None, grader: str | None,
+                               expected: float) -> None:
+    task = make_task()
+    task = dataclasses.replace(task, metadata={**task.metadata, "source": source, "written_options": written})
+    purchase = dataclasses.replace(PURCHASE, options={"color": "navy", "size": "x-large"})
+    evidence = {"purchase": purchase.to_dict(), "product": PRODUCT.to_dict()}
+    if grader is not None:
+        evidence["grader"] = grader
+    assert webshop_reward(task, Trajectory(), evidence).value == pytest.approx(expected)
 
 
 def test_webshop_reward_scores_the_purchase_from_evidence() -> None:
@@ -452,6 +625,8 @@ def test_webshop_reward_without_purchase_is_zero(evidence: dict[str, Any]) -> No
         ),
         # a goal with attributes as one string instead of a list
         (make_task({**GOAL.to_dict(), "attributes": "lightweight"}), {}, "expected Goal.attributes"),
+        # a grader that does not exist
+        (make_task(), {"grader": "loose"}, "expected a WebShop grader, one of \\['strict', 'webshop'\\], got 'loose'"),
     ],
 )
 def test_webshop_reward_errors(task: Task, evidence: dict[str, Any], message: str) -> None:

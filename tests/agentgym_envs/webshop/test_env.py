@@ -88,6 +88,27 @@ def test_the_target_bought_with_the_wanted_options_scores_one(env):
     assert (reward, terminated, info["reward_components"]["outcome/success"]) == (1.0, True, 1.0)
 
 
+@pytest.mark.parametrize(("grader", "reward"), [("strict", 1.0), ("webshop", 0.75)])
+def test_the_grader_option_scores_the_purchase(shop, grader, reward):
+    # TEST[4] wants size "standard": bought as asked, strict gives 1.0; WebShop's own colour rule turns the chosen
+    # "standard" into "tan" (a substring), so its grader misses the option: (2 attributes + 0 + price) / 4
+    task = TEST[4]
+    goal = Goal.from_dict(task.metadata["goal"])
+    assert dict(goal.options) == {"size": "standard"} and len(goal.attributes) == 2
+    env = WebShopEnv(split="test", server=shop, grader=grader)
+    try:
+        env.reset(seed=0, options={"task": task.id})
+        env.step(search(task.prompt))
+        while goal.asin not in env.page.labels:
+            env.step(click("Next >"))
+        env.step(click(goal.asin))
+        env.step(click("standard"))
+        _, score, terminated, _, _ = env.step(click("Buy Now"))
+        assert (score, terminated, describe(env).settings["grader"]) == (pytest.approx(reward), True, grader)
+    finally:
+        env.close()
+
+
 def test_malformed_and_unavailable_actions_are_observations(env):
     env.reset(seed=0, options={"task": TEST[0].id})
     observation, reward, terminated, truncated, info = env.step(click("Buy Now"))
@@ -204,6 +225,8 @@ def test_bad_configuration_is_refused():
         WebShopEnv(observation="aria")
     with pytest.raises(EnvConfigError, match="written for catalogue 'generated-v1'"):
         WebShopEnv(split="test", catalogue="other.jsonl")
+    with pytest.raises(EnvConfigError, match="grader: expected one of \\['strict', 'webshop'\\], got 'webshp'.*webshop"):
+        WebShopEnv(grader="webshp")
 
 
 # -- helpers ------------------------------------------------------------------------------------
