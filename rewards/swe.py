@@ -57,7 +57,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,13 +199,19 @@ def _grade(task: Task, evidence: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def _count_passed(test_ids: tuple[str, ...], outcomes: Mapping[str, str], rules: str, *, kept: bool) -> int:
+def _count_passed(test_ids: Sequence[str], outcomes: Mapping[str, str], rules: str, *, kept: bool) -> int:
     """How many of ``test_ids`` passed (FAIL_TO_PASS) or were kept (PASS_TO_PASS, ``kept``) under ``rules``."""
+    return len(passing_tests(test_ids, outcomes, rules, kept=kept))
+
+
+def passing_tests(test_ids: Sequence[str], outcomes: Mapping[str, str], rules: str, *, kept: bool) -> list[str]:
+    """The ``test_ids`` that passed (a FAIL_TO_PASS reading) or were kept (a PASS_TO_PASS reading, ``kept``) in a
+    valid run's ``outcomes``, under ``rules`` (see the module docstring)."""
     if rules == "strict":
-        return sum(1 for test_id in test_ids if outcomes.get(test_id) == "passed")
+        return [test_id for test_id in test_ids if outcomes.get(test_id) == "passed"]
     status_map = swebench_status_map(outcomes)
     accepted = SWEBENCH_KEPT if kept else SWEBENCH_PASSING
-    return sum(1 for test_id in test_ids if swebench_status(test_id, status_map) in accepted)
+    return [test_id for test_id in test_ids if swebench_status(test_id, status_map) in accepted]
 
 
 def swebench_test_key(test_id: str) -> str:

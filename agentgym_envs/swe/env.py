@@ -64,6 +64,7 @@ this machine at ``base_commit``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -71,8 +72,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 from agentgym_envs.core import TextEnvOptions
 from agentgym_envs.errors import EnvConfigError, SandboxCrashedError
-from agentgym_envs.sandbox import SandboxLimits
+from agentgym_envs.sandbox import KernelSandbox, SandboxLimits, open_sandbox
 from agentgym_envs.sandboxed import SandboxEnv
+from agentgym_envs.swe.environment import EnvironmentBwrapSandbox, environment_image, environment_tree
 from agentgym_envs.swe.limits import SWE_SANDBOX_LIMITS
 from agentgym_envs.swe.testing import (
     TESTBED,
@@ -111,6 +113,7 @@ from rewards import (
 from rewards.swe import RULES
 from tasks import InfrastructureError, Task, TaskError, Trajectory
 from tasks.errors import did_you_mean
+from tasks.swe.environments import RepoEnvironment
 from tasks.swe.instances import as_test_ids, refuse_without_fail_to_pass, tree_digest
 from tasks.swe.patches import PatchError, apply_patch, parse_patch
 from tasks.swe.repos import folder_files, is_test_file, pin, repository_files
@@ -263,6 +266,7 @@ class SWEEnv(SandboxEnv):
             refuse_without_fail_to_pass(self.tasks, "tasks")
         except TaskError as exc:
             raise EnvConfigError(str(exc)) from exc
+        refuse_failed_validation(self.tasks)
         self.bash_timeout_s = bash_timeout_s
         self.bash_output_bytes = bash_output_bytes
         self.test_timeout_s = test_timeout_s
@@ -282,6 +286,9 @@ class SWEEnv(SandboxEnv):
         self._root = ""
         self._submitted = False
         self._grading: dict[str, Any] = {}
+        self._environment: RepoEnvironment | None = None
+        self.last_test_run: TestRun | None = None
+        """The latest grading run (``python -m agentgym_envs.swe validate`` reads its outcomes)."""
 
     @property
     def tools(self) -> Sequence[Tool]:
@@ -339,6 +346,39 @@ class SWEEnv(SandboxEnv):
         if key not in self._clean_trees:
             self._clean_trees[key] = repository_files(spec)
         return self._clean_trees[key]
+
+    # -- the task's environment ----------------------------------------------------------------------------
+    def _begin_episode(self, task: Task) -> None:
+        """A sandbox of the task's environment (its image or tree, its memory): the current one when it has it."""
+        environment = task_environment(task)
+        if environment != self._environment:
+            self._release_sandbox()
+            self._environment = environment
+        super()._begin_episode(task)
+
+    def _limits(self) -> SandboxLimits:
+        """The sandbox limits with the episode's environment's memory, when it names one."""
+        memory = self._environment.memory_mb if self._environment else None
+        return dataclasses.replace(self.sandbox_limits, memory_mb=memory) if memory else self.sandbox_limits
+
+    def _docker_image(self) -> str | None:
+        """The episode's environment's image (built once per hash), or the base image for a task without one."""
+        return environment_image(self._environment) if self._environment else None
+
+    def _open_sandbox(self) -> KernelSandbox:
+        """A sandbox with the episode's environment: its image on docker, its tree bound on bwrap."""
+        if self._environment is None or self._pool is not None:
+            return super()._open_sandbox()
+        if self.backend == "bwrap":
+            return EnvironmentBwrapSandbox(environment_tree(self._environment), self._limits())
+        if self.backend == "docker":
+            return open_sandbox("docker", self._limits(), image=self._docker_image())
+        raise EnvConfigError(f"task environments need sandbox='docker' or 'bwrap', got {self.backend!r}")
+
+    def _test_timeout_s(self) -> float:
+        """The grading run's time limit: the episode's environment's, else the env's."""
+        timeout = self._environment.test_timeout_s if self._environment else None
+        return timeout or self.test_timeout_s
 
     def _prepare_sandbox(self, task: Task) -> None:
         """Ship the task's tree into ``testbed/`` (one archive) and set up the shell."""
@@ -491,8 +531,9 @@ class SWEEnv(SandboxEnv):
         except TreeError as exc:  # only the agent's own files can make the tree too large for the sandbox
             return TestRun(status="error", reason="tree_unwritable",
                            detail=f"the patched repository could not be written: {exc}")
-        return run_tests(self.sandbox, test_ids(task), timeout_s=self.test_timeout_s,
-                         config=grading_config(task, self._tree), rules=self.rules)
+        self.last_test_run = run_tests(self.sandbox, test_ids(task), timeout_s=self._test_timeout_s(),
+                                       config=grading_config(task, self._tree), rules=self.rules)
+        return self.last_test_run
 
     def _verdict(self) -> tuple[str, dict[str, Any]]:
         """``info["grading"]`` (:func:`grading_info`) and, for an invalid run, a note saying why it scores 0."""
@@ -503,6 +544,34 @@ class SWEEnv(SandboxEnv):
             f"The grading run was invalid ({reason}: {REASONS.get(reason, 'no reason given')}), so the patch "
             f"scores 0. {self._grading['detail'][:500]}")
         return note, {"grading": dict(self._grading)}
+
+
+def task_environment(task: Task) -> RepoEnvironment | None:
+    """The environment a task's tests run in (``metadata["environment"]``, set by
+    :func:`~tasks.swe.instances.load_swebench`); None for one that runs in the sandbox's own Python."""
+    data = task.metadata.get("environment")
+    return RepoEnvironment.from_dict(data) if data else None
+
+
+def refuse_failed_validation(tasks: Sequence[Task]) -> None:
+    """Refuse tasks whose validation failed (``metadata["validation"]``, from a report of ``python -m
+    agentgym_envs.swe validate``), naming each one's reason; log the tasks that were never validated.
+
+    Raises:
+        EnvConfigError: Naming the failed tasks and why.
+    """
+    failed = {task.id: task.metadata["validation"] for task in tasks
+              if task.metadata.get("validation") and not task.metadata["validation"].get("usable")}
+    if failed:
+        reasons = "; ".join(f"{task_id}: {verdict.get('reason')} ({str(verdict.get('detail', ''))[:200]})"
+                            for task_id, verdict in list(failed.items())[:5])
+        raise EnvConfigError(f"expected tasks that passed validation, got {len(failed)} that failed it: {reasons}; "
+                             "drop them or fix their environment (an override file) and validate again")
+    never = [task.id for task in tasks if task.family == "swebench" and not task.metadata.get("validation")]
+    if never:
+        logger.warning("%d SWE-bench tasks were never validated (%s%s): a broken instance will score 0 for every "
+                       "agent; run `python -m agentgym_envs.swe validate FILE`", len(never), ", ".join(never[:3]),
+                       " ..." if len(never) > 3 else "")
 
 
 def grading_info(run: TestRun) -> dict[str, Any]:

@@ -77,13 +77,24 @@ GUARD_MODULE = "agentrl_pytest_guard"
 GUARD_SOURCE = (Path(__file__).parent / "pytest_guard.py").read_text(encoding="utf-8")
 """The guard plugin, written into each run's folder as :data:`GUARD_MODULE`."""
 
-BOOTSTRAP_SOURCE = f'''"""Start pytest with the guard, both imported before the repository joins sys.path."""
+ENV_SITE = "/opt/agentrl-swe-env/site"
+"""Where a per-repository environment's installed tree is in the sandbox (:mod:`agentgym_envs.swe.environment`)."""
+
+PTH_FILE = "agentrl-testbed.pth"
+"""The file of an environment's tree that puts the repository's package roots on ``sys.path``."""
+
+BOOTSTRAP_SOURCE = f'''"""Start pytest with the guard, imported before the repository and its environment."""
 import os
+import site
 import sys
 
 import pytest
 import {GUARD_MODULE}  # noqa: F401
 
+if os.path.isdir({ENV_SITE!r}):  # the repository's environment, ahead of the interpreter's own packages
+    before = list(sys.path)
+    site.addsitedir({ENV_SITE!r})
+    sys.path[:] = [path for path in sys.path if path not in before] + before
 sys.path.insert(0, os.getcwd())
 raise SystemExit(pytest.console_main())
 '''

@@ -36,8 +36,9 @@ from typing import Any
 from tasks.errors import TaskError
 from tasks.records import Task
 from tasks.swe.bugs import Bug
+from tasks.swe.environments import Overrides, derive_environment
 from tasks.swe.keep import Judgement
-from tasks.swe.repos import RepoSpec
+from tasks.swe.repos import RepoSpec, folder_files
 from tasks.swe.statements import problem_statement
 
 ENV = "SWE"
@@ -247,8 +248,15 @@ def _json_records(text: str, path: str | os.PathLike[str]) -> list[Any]:
 
 
 def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike[str] | Mapping[str, str] | None = None,
-                  image: str | None = None) -> list[Task]:
+                  image: str | None = None, overrides: str | os.PathLike[str] | None = None,
+                  validation: str | os.PathLike[str] | None = None) -> list[Task]:
     """SWE-bench instances as tasks, with their repositories from folders or images the user has.
+
+    A task whose repository is a folder gets ``metadata["environment"]``: the environment its tests run in,
+    derived from the repository's metadata and corrected by ``overrides``
+    (:mod:`tasks.swe.environments`); the env installs it (``python -m agentgym_envs.swe env build`` builds it
+    ahead). Each task gets ``metadata["validation"]`` from the validation report (``python -m agentgym_envs.swe
+    validate``) when it holds a verdict for this very instance and environment (:func:`validation_key`).
 
     Args:
         path: A SWE-bench instance file (JSON list or JSONL, SWE-bench's field names).
@@ -256,6 +264,8 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
             mapping of ``repo`` (e.g. ``"astropy/astropy"``) to folder.
         image: A container image name, formatted with the instance's fields, e.g.
             ``"sweb.eval.x86_64.{instance_id}:latest"``; used when ``repository`` is not given.
+        overrides: A YAML or JSON file of environment overrides (:class:`~tasks.swe.environments.Overrides`).
+        validation: The validation report; by default :func:`validation_report_path` of ``path`` when it exists.
 
     Returns:
         Tasks of family ``"swebench"``, in file order.
@@ -268,10 +278,49 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
     if repository is None and image is None:
         raise TaskError("expected where the repositories are: repository= (a folder, or repo -> folder) or image= "
                         "(an image name such as 'sweb.eval.x86_64.{instance_id}:latest'), got neither")
-    tasks = [instance.to_task(_repo_source(instance, repository, image), family="swebench")
-             for instance in read_instances(path)]
+    fixes = Overrides.read(overrides)
+    verdicts = read_validation(validation if validation is not None else validation_report_path(path))
+    tasks = []
+    for instance in read_instances(path):
+        task = instance.to_task(_repo_source(instance, repository, image), family="swebench")
+        source = task.metadata["repo_source"]
+        if source["kind"] == "path":
+            derived = derive_environment(instance.repo, instance.version, folder_files(source["path"]))
+            task.metadata["environment"] = fixes.apply(derived, instance.instance_id).to_dict()
+        verdict = verdicts.get(instance.instance_id)
+        if verdict and verdict.get("key") == validation_key(task):
+            task.metadata["validation"] = verdict
+        tasks.append(task)
     refuse_without_fail_to_pass(tasks, str(path))
     return tasks
+
+
+def validation_report_path(path: str | os.PathLike[str]) -> Path:
+    """Where ``python -m agentgym_envs.swe validate`` writes the report of an instance file: beside it,
+    ``<file>.validation.json``."""
+    path = Path(path)
+    return path.with_name(path.name + ".validation.json")
+
+
+def read_validation(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The verdicts of a validation report by instance id (none when the file does not exist).
+
+    Raises:
+        TaskError: The file is not a validation report.
+    """
+    path = Path(path)
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("instances"), dict):
+        raise TaskError(f"{path}: expected a validation report with 'instances', got {str(data)[:80]!r}")
+    return data["instances"]
+
+
+def validation_key(task: Task) -> str:
+    """A hash of what a validation verdict holds for: the instance's fields and its environment."""
+    record = {key: task.metadata.get(key) for key in (*SWEBENCH_FIELDS, "environment")}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _repo_source(instance: SWEInstance, repository: str | os.PathLike[str] | Mapping[str, str] | None,

@@ -1,0 +1,107 @@
+"""``python -m agentgym_envs.swe``: build the environments of SWE-bench-format instances, and validate them.
+
+    python -m agentgym_envs.swe env build --instances FILE --repository DIR [--overrides FILE] [--sandbox docker]
+    python -m agentgym_envs.swe validate FILE --repository DIR [--overrides FILE] [--sandbox bwrap] [--out REPORT]
+
+``env build`` builds each distinct environment of the file once (by its build key: instances of one (repo,
+version) share it), with a progress bar; a failed build names the package and pip's reason and the command
+exits 1. ``validate`` runs each instance's fix and no change in the sandbox (:mod:`agentgym_envs.swe.validation`),
+writes the report beside the file (``FILE.validation.json``; ``--out`` elsewhere) and exits 1 when an instance is
+not usable, printing why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agentgym_envs.errors import ImageBuildError
+from agentgym_envs.swe.env import task_environment
+from agentgym_envs.swe.environment import environment_image, environment_tree
+from agentgym_envs.swe.validation import validate, write_report
+from tasks.errors import TaskError
+from tasks.swe.environments import RepoEnvironment
+from tasks.swe.instances import load_swebench, validation_report_path
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console)
+
+
+def build_environments(environments: Sequence[RepoEnvironment], sandbox: str, console: Console) -> list[str]:
+    """Build each environment for ``sandbox`` (its image on docker, its tree on bwrap); the failures, as text."""
+    failures = []
+    with _progress(console) as progress:
+        bar = progress.add_task("environments", total=len(environments))
+        for environment in environments:
+            progress.update(bar, description=f"{environment.repo} {environment.version}")
+            try:
+                built = (environment_image(environment, log=progress.console.print) if sandbox == "docker"
+                         else str(environment_tree(environment, log=progress.console.print)))
+                progress.console.print(f"[green]built[/green] {environment.repo} {environment.version}: {built}")
+            except ImageBuildError as exc:
+                failures.append(f"{environment.repo} {environment.version}: {exc}")
+            progress.advance(bar)
+    return failures
+
+
+def _distinct(tasks: Sequence) -> list[RepoEnvironment]:
+    environments = {}
+    for task in tasks:
+        environment = task_environment(task)
+        if environment is not None:
+            environments.setdefault(environment.build_key, environment)
+    return list(environments.values())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="python -m agentgym_envs.swe", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    env = commands.add_parser("env", help="per-repository environments").add_subparsers(dest="action", required=True)
+    build = env.add_parser("build", help="build the environments an instance file needs")
+    build.add_argument("--instances", required=True, help="a SWE-bench-format instance file (JSON or JSONL)")
+    check = commands.add_parser("validate", help="run each instance's fix and no change; write a report")
+    check.add_argument("instances", help="a SWE-bench-format instance file (JSON or JSONL)")
+    check.add_argument("--out", help="the report's path (default: FILE.validation.json beside the file)")
+    check.add_argument("--rules", default="strict", choices=("strict", "swebench"), help="grading rules")
+    for sub in (build, check):
+        sub.add_argument("--repository", required=True, help="the folder holding the repository at base_commit")
+        sub.add_argument("--overrides", help="a YAML or JSON file of environment overrides")
+        sub.add_argument("--sandbox", default="docker", choices=("docker", "bwrap"), help="sandbox backend")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; 1 when a build failed or an instance is not usable."""
+    args = build_parser().parse_args(argv)
+    console = Console()
+    try:
+        tasks = load_swebench(args.instances, repository=args.repository, overrides=args.overrides)
+    except TaskError as exc:
+        console.print(f"[red]error[/red]: {escape(str(exc))}")
+        return 1
+    failures = build_environments(_distinct(tasks), args.sandbox, console)
+    for failure in failures:
+        console.print(f"[red]build failed[/red] {escape(failure)}")
+    if args.command == "env" or failures:
+        return 1 if failures else 0
+    with _progress(console) as progress:
+        bar = progress.add_task("validating", total=len(tasks))
+        report = validate(tasks, sandbox=args.sandbox, rules=args.rules, advance=lambda _: progress.advance(bar))
+    path = write_report(report, args.out or validation_report_path(args.instances))
+    for task_id, verdict in report["instances"].items():
+        status = "[green]usable[/green]" if verdict["usable"] else f"[red]{verdict['reason']}[/red]"
+        console.print(f"{escape(task_id)}: {status} {escape(verdict['detail'])}")
+    console.print(f"wrote {path}: {report['summary']}")
+    return 0 if all(verdict["usable"] for verdict in report["instances"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

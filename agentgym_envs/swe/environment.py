@@ -1,0 +1,211 @@
+"""Per-repository environments built here, with no image registry: a repository's dependencies and its editable
+install, as a read-only tree at :data:`ENV_SITE` in the sandbox.
+
+A :class:`~tasks.swe.environments.RepoEnvironment` (derived from the repository's metadata, corrected by a user's
+overrides) becomes one installed tree per :attr:`~tasks.swe.environments.RepoEnvironment.build_key`, built the way
+the data image is (:mod:`agentgym_envs.sandbox.data_image`): pip on the host installs the requirements with their
+dependencies into a staging folder (``pip install --target``, wheels from PyPI, built where only an sdist exists;
+for another interpreter than the sandbox's, CPython 3.11 manylinux wheels only), pip's report becomes the lock
+(``agentrl-lock.json``: each distribution's name, version and sha256), and the repository's *editable* install is
+written: ``agentrl-testbed.pth`` puts its package roots (``/work/testbed/src`` for a src layout) on ``sys.path``,
+and a ``<name>-<version>.dist-info`` answers ``importlib.metadata``; so what the tests import is what the agent
+edited. The tree is byte-compiled and renamed into the cache (``~/.cache/agentrl/wheels/swe-env-<key>``) once.
+
+Then, per backend:
+
+- docker: the tree is layered onto the base image at :data:`ENV_SITE` as ``agentrl/swe-env:<hash>`` (the hash
+  of the base image's tag and the build key), with no container run and no network;
+- bwrap: the tree is bound read-only at :data:`ENV_SITE` (:class:`EnvironmentBwrapSandbox`).
+
+The grading run's bootstrap adds :data:`ENV_SITE` as a site folder ahead of the interpreter's own (after pytest
+and the guard are imported), and the ``bash`` tool's commands get it and the package roots on ``PYTHONPATH``.
+
+Example:
+    >>> from tasks.swe.environments import RepoEnvironment
+    >>> spec = RepoEnvironment("python-humanize/humanize", "4.9", ("freezegun==1.5.1",), ("src",), "humanize")
+    >>> tree = environment_tree(spec)            # pip, once per build key            # doctest: +SKIP
+    >>> tag = environment_image(spec)            # docker: agentrl/swe-env:<hash>      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import compileall
+import hashlib
+import json
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentgym_envs.errors import ImageBuildError
+from agentgym_envs.sandbox.base import SandboxLimits
+from agentgym_envs.sandbox.bwrap import BwrapSandbox
+from agentgym_envs.sandbox.data_image import PIP_TARGET_ARGS, _commit_with_tree, wheel_cache_root
+from agentgym_envs.sandbox.image import base_image_tag, build_base_image, image_exists
+from agentgym_envs.swe.testing import ENV_SITE, PTH_FILE, TESTBED
+from tasks.swe.environments import RepoEnvironment
+
+if TYPE_CHECKING:
+    import docker
+
+logger = logging.getLogger(__name__)
+
+
+ENV_IMAGE_REPOSITORY = "agentrl/swe-env"
+"""Repository name of the per-repository images; the tag is :func:`environment_image_tag`'s hash."""
+
+SANDBOX_WORKDIR = "/work"
+"""The sandbox's work directory on both real backends (the testbed is ``/work/testbed``)."""
+
+LOCK_FILE = "agentrl-lock.json"
+"""The file of the tree that records what pip installed: name, version and sha256 of each distribution."""
+
+SANDBOX_PYTHON = (3, 11)
+"""The interpreter of the base image; a host interpreter of another version gets that version's wheels only."""
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(key: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(key, threading.Lock())
+
+
+def environment_tree(environment: RepoEnvironment, *, log: Callable[[str], object] = logger.info) -> Path:
+    """The installed tree of ``environment`` (see the module docstring), built when not cached.
+
+    Raises:
+        ImageBuildError: pip failed; the message names the package and why (:func:`pip_failure`).
+    """
+    tree = wheel_cache_root() / f"swe-env-{environment.build_key}"
+    with _lock(environment.build_key):
+        if tree.is_dir():
+            return tree
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=tree.parent))
+        try:
+            lock = _pip_install(environment, staging, log) if environment.requirements else []
+            (staging / LOCK_FILE).write_text(json.dumps(lock, indent=1) + "\n", encoding="utf-8")
+            _write_editable_install(environment, staging)
+            compileall.compile_dir(str(staging), ddir=ENV_SITE, quiet=2, workers=0,
+                                   invalidation_mode=compileall.py_compile.PycInvalidationMode.UNCHECKED_HASH)
+            staging.rename(tree)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return tree
+
+
+def _pip_install(environment: RepoEnvironment, target: Path, log: Callable[[str], object]) -> list[dict[str, str]]:
+    """pip-install the requirements into ``target``; the lock read from pip's report."""
+    report = target.parent / f"{target.name}.report.json"
+    cross = () if sys.version_info[:2] == SANDBOX_PYTHON else PIP_TARGET_ARGS
+    args = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+            "--target", str(target), "--report", str(report), *cross, *environment.requirements]
+    log(f"{environment.repo} {environment.version}: pip install {' '.join(environment.requirements)}")
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, check=False, timeout=1800)
+        if proc.returncode != 0:
+            package, why = pip_failure(proc.stdout + proc.stderr)
+            raise ImageBuildError(f"the environment of {environment.repo} {environment.version} could not be built: "
+                                  f"{package}: {why} (pip exited with {proc.returncode}; fix it in an override "
+                                  f"file: --overrides, 'requirements' of {environment.repo})")
+        installed = json.loads(report.read_text(encoding="utf-8")).get("install", [])
+    finally:
+        report.unlink(missing_ok=True)
+    return [{"name": item["metadata"]["name"], "version": item["metadata"]["version"],
+             "sha256": item.get("download_info", {}).get("archive_info", {}).get("hashes", {}).get("sha256", "")}
+            for item in installed]
+
+
+_PIP_PATTERNS = (
+    (r"No matching distribution found for ([^\s]+)", "no release matches (misspelt, or no wheel for Python 3.11 "
+                                                     "on Linux)"),
+    (r"Could not find a version that satisfies the requirement ([^\s]+)", "no release matches"),
+    (r"Failed to build ([^\s]+)", "its sdist did not build"),
+    (r"Cannot install ([^\n]+?) because these package versions have conflicting dependencies",
+     "conflicting dependencies"),
+    (r"Invalid requirement: '?([^'\n]+)'?", "not a valid requirement"),
+)
+
+
+def pip_failure(output: str) -> tuple[str, str]:
+    """The package a failed pip install names, and why (pip's own last error line when no pattern matches).
+
+    Example:
+        >>> pip_failure("ERROR: No matching distribution found for nosuchpkg==9.9")[0]
+        'nosuchpkg==9.9'
+    """
+    for pattern, why in _PIP_PATTERNS:
+        match = re.search(pattern, output)
+        if match:
+            return match.group(1), why
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    return "(unknown package)", (errors[-1] if errors else output.strip()[-300:])
+
+
+def _write_editable_install(environment: RepoEnvironment, tree: Path) -> None:
+    """The ``.pth`` of the package roots and the repository's distribution metadata."""
+    roots = [f"{SANDBOX_WORKDIR}/{TESTBED}" + ("" if root == "." else f"/{root.strip('/')}")
+             for root in environment.package_roots]
+    (tree / PTH_FILE).write_text("".join(f"{root}\n" for root in roots), encoding="utf-8")
+    name = re.sub(r"[-_.]+", "_", environment.dist_name or environment.repo.rsplit("/", 1)[-1])
+    info = tree / f"{name}-{environment.dist_version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {environment.dist_name}\n"
+                                   f"Version: {environment.dist_version}\n", encoding="utf-8")
+    (info / "INSTALLER").write_text("agentrl\n", encoding="utf-8")
+    (info / "direct_url.json").write_text(json.dumps({"url": f"file://{roots[0]}", "dir_info": {"editable": True}}),
+                                          encoding="utf-8")
+    (info / "RECORD").write_text("", encoding="utf-8")
+
+
+def environment_image_tag(environment: RepoEnvironment, base_tag: str | None = None) -> str:
+    """``agentrl/swe-env:<hash of the base image's tag and the build key>``."""
+    recipe = f"{base_tag or base_image_tag()}\n{environment.build_key}\n{ENV_SITE}"
+    return f"{ENV_IMAGE_REPOSITORY}:{hashlib.sha256(recipe.encode()).hexdigest()[:16]}"
+
+
+def environment_image(environment: RepoEnvironment, *, client: docker.DockerClient | None = None,
+                      log: Callable[[str], object] = logger.info) -> str:
+    """The docker image of ``environment`` (the base image with its tree at :data:`ENV_SITE`), built when missing.
+
+    Raises:
+        ImageBuildError: The tree or the image could not be built; the message says which package and why.
+        SandboxUnavailableError: No Docker daemon answers.
+    """
+    import docker as docker_sdk
+
+    client = client or docker_sdk.from_env(timeout=600)
+    base = build_base_image(client=client, log=log)
+    tag = environment_image_tag(environment, base)
+    with _lock(tag):
+        if image_exists(client, tag):
+            return tag
+        tree = environment_tree(environment, log=log)
+        log(f"{environment.repo} {environment.version}: layering {tree.name} onto {base} as {tag}")
+        _commit_with_tree(client, base, tree, tag, site=ENV_SITE)
+    return tag
+
+
+class EnvironmentBwrapSandbox(BwrapSandbox):
+    """A :class:`~agentgym_envs.sandbox.bwrap.BwrapSandbox` with an environment's tree bound read-only at
+    :data:`ENV_SITE`.
+
+    Args:
+        tree: The installed tree (:func:`environment_tree`).
+        limits: The sandbox's limits.
+    """
+
+    def __init__(self, tree: Path, limits: SandboxLimits | None = None) -> None:
+        self.tree = tree
+        super().__init__(limits)
+
+    def _bind_sources(self) -> list[tuple[str, str]]:
+        return [*super()._bind_sources(), (str(self.tree), ENV_SITE)]

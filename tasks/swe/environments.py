@@ -1,0 +1,348 @@
+"""The environment a repository's tests run in, per (repository, version): what to install and how to run them.
+
+SWE-bench's harness keeps one hand-written spec per (repo, version) (``MAP_REPO_VERSION_TO_SPECS``: the Python,
+the packages, ``pip_packages`` pins, ``pre_install`` steps, how the repository is installed, the test command)
+and builds one environment image per hash of its install script. Here the spec is *derived* from the
+repository's own metadata, and a user's override file corrects or pins what the derivation gets wrong:
+
+    ====================  ========================================================================================
+    field                 derived from
+    ====================  ========================================================================================
+    ``requirements``      ``[project] dependencies`` and the test extras / dependency groups of ``pyproject.toml``
+                          (``test``, ``tests``, ``testing``); ``install_requires`` and the test extras of
+                          ``setup.cfg``; the literal ``install_requires`` / ``tests_require`` lists of
+                          ``setup.py``; ``requirements*test*.txt``-style files; ``deps`` of tox's ``[testenv]``
+    ``package_roots``     ``src`` when the packages live there (a ``src/`` layout), else the repository root
+    ``dist_name``         the project's name (``pyproject.toml``, ``setup.cfg``, ``setup.py``, else the repo's)
+    ``test_runner``       ``pytest`` (the only runner so far; the guard reads its report)
+    ====================  ========================================================================================
+
+Requirements whose environment marker does not hold on Linux with CPython 3.11 are left out. A pytest among them
+is the one the tests run with, on both backends (pytest's own ids differ between its versions, so that the
+same ids name the same tests on docker and bwrap); without one, the sandbox's own pytest runs them.
+
+The repository itself is installed *editable*: its package roots go on ``sys.path`` (a ``.pth`` file) and its
+distribution metadata is written beside them, so ``importlib.metadata.version(name)`` answers and what the tests
+import is what the agent edited (see :mod:`agentgym_envs.swe.environment`, which builds it).
+
+Override file (YAML or JSON), by repository then version (``"*"`` for any), then by instance id::
+
+    repositories:
+      python-humanize/humanize:
+        "*": {requirements: ["freezegun==1.5.1"], memory_mb: 2048}
+    instances:
+      python-humanize__humanize-1: {test_timeout_s: 300}
+
+A repository's fields replace the derived ones (``requirements`` replaces the list; ``extra_requirements`` adds
+to it); an instance's fields (``memory_mb``, ``test_timeout_s``) replace its environment's limits.
+
+Example:
+    >>> files = {"pyproject.toml": b'[project]\\nname = "demo"\\ndependencies = ["idna>=3"]\\n'
+    ...          b'[project.optional-dependencies]\\ntest = ["pytest", "freezegun"]\\n', "src/demo/__init__.py": b""}
+    >>> spec = derive_environment("me/demo", "1.0", files)
+    >>> spec.requirements, spec.package_roots, spec.dist_name
+    (('idna>=3', 'pytest', 'freezegun'), ('src',), 'demo')
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import hashlib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from tasks.errors import TaskError
+
+TEST_EXTRAS = ("test", "tests", "testing")
+"""Names of the extras and dependency groups that hold a project's test dependencies."""
+
+REQUIREMENT_FILES = ("requirements-test.txt", "requirements_test.txt", "test-requirements.txt",
+                     "test_requirements.txt", "requirements-tests.txt", "requirements/test.txt",
+                     "requirements/tests.txt", "requirements/testing.txt", "tests/requirements.txt")
+"""Test requirement files looked for, relative to the repository's root."""
+
+TEST_RUNNERS = ("pytest",)
+"""Test runners an environment may name."""
+
+ENVIRONMENT_VERSION = 1
+"""Bump when the build of an environment changes in a way its fields do not show (it is part of the hash)."""
+
+_MARKER_ENV = {"os_name": "posix", "sys_platform": "linux", "platform_system": "Linux",
+               "platform_machine": "x86_64", "platform_python_implementation": "CPython",
+               "implementation_name": "cpython", "python_version": "3.11", "python_full_version": "3.11.2",
+               "extra": ""}
+"""Where a requirement's environment marker is evaluated: the sandbox's interpreter."""
+
+
+@dataclass(frozen=True)
+class RepoEnvironment:
+    """How one (repository, version)'s tests are installed and run.
+
+    Attributes:
+        repo: ``owner/name``.
+        version: The instances' ``version`` (``""`` when they have none).
+        requirements: pip requirements installed for the tests (runtime and test dependencies), in order.
+        package_roots: Folders of the repository, relative to its root, that go on ``sys.path`` (``"."`` for the
+            root, ``"src"`` for a src layout).
+        dist_name: The distribution the repository installs (its ``importlib.metadata`` name).
+        dist_version: The version its metadata says (``version``, or ``0`` when none is known).
+        test_runner: One of :data:`TEST_RUNNERS`.
+        memory_mb: The sandbox memory its suite needs (None: the env's default).
+        test_timeout_s: The grading run's time limit (None: the env's default).
+    """
+
+    repo: str
+    version: str = ""
+    requirements: tuple[str, ...] = ()
+    package_roots: tuple[str, ...] = (".",)
+    dist_name: str = ""
+    dist_version: str = "0"
+    test_runner: str = "pytest"
+    memory_mb: int | None = None
+    test_timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.test_runner not in TEST_RUNNERS:
+            raise TaskError(f"{self.repo}: test_runner: expected one of {list(TEST_RUNNERS)}, got {self.test_runner!r}")
+        bad = [root for root in self.package_roots if root.startswith("/") or ".." in root.split("/")]
+        if bad:
+            raise TaskError(f"{self.repo}: package_roots: expected folders inside the repository, got {bad}")
+
+    @property
+    def build_key(self) -> str:
+        """A 16-hex-digit hash of what the installed tree depends on (not the limits): one build per key."""
+        recipe = {"requirements": list(self.requirements), "roots": list(self.package_roots),
+                  "dist": [self.dist_name, self.dist_version], "version": ENVIRONMENT_VERSION}
+        return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples as lists)."""
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RepoEnvironment:
+        """The inverse of :meth:`to_dict`.
+
+        Raises:
+            TaskError: An unknown field, or a field of the wrong kind.
+        """
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise TaskError(f"environment: expected fields among {sorted(known)}, got unknown {unknown}")
+        values = dict(data)
+        for name in ("requirements", "package_roots"):
+            if name in values:
+                if isinstance(values[name], str) or not all(isinstance(item, str) for item in values[name]):
+                    raise TaskError(f"environment {data.get('repo')}: {name}: expected a list of strings, got "
+                                    f"{values[name]!r}")
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+
+# ------------------------------------------------------------------------------------------------ derivation
+
+
+def derive_environment(repo: str, version: str, files: Mapping[str, bytes]) -> RepoEnvironment:
+    """The environment of ``repo`` at ``version``, derived from its files (see the module docstring).
+
+    Args:
+        repo: ``owner/name``.
+        version: The instances' version.
+        files: The repository's files at the instance's commit (path -> bytes).
+    """
+    pyproject = _toml(files.get("pyproject.toml"))
+    setup_cfg = _ini(files.get("setup.cfg"))
+    requirements = [*_pyproject_requirements(pyproject), *_setup_cfg_requirements(setup_cfg),
+                    *_setup_py_requirements(files.get("setup.py")), *_file_requirements(files),
+                    *_tox_requirements(_ini(files.get("tox.ini")))]
+    name = (pyproject.get("project", {}).get("name") or _cfg(setup_cfg, "metadata", "name")
+            or _setup_py_name(files.get("setup.py")) or repo.rsplit("/", 1)[-1])
+    return RepoEnvironment(repo=repo, version=version, requirements=tuple(_kept(requirements)),
+                           package_roots=(package_root(files),), dist_name=str(name),
+                           dist_version=_metadata_version(version))
+
+
+def package_root(files: Iterable[str]) -> str:
+    """``"src"`` when a package or module lives directly under ``src/`` (a src layout), else ``"."``."""
+    for path in files:
+        parts = path.split("/")
+        if parts[0] == "src" and ((len(parts) == 3 and parts[2] == "__init__.py")
+                                  or (len(parts) == 2 and parts[1].endswith(".py"))):
+            return "src"
+    return "."
+
+
+def _metadata_version(version: str) -> str:
+    """A PEP 440 version for the metadata: the instances' version when it is one, else ``0``."""
+    return version if re.fullmatch(r"\d+(\.\d+)*([a-z]+\d*)?(\.post\d+)?(\.dev\d+)?", version) else "0"
+
+
+def _toml(data: bytes | None) -> dict[str, Any]:
+    if not data:
+        return {}
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return {}
+
+
+def _ini(data: bytes | None) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    if data:
+        try:
+            parser.read_string(data.decode("utf-8"))
+        except (configparser.Error, UnicodeDecodeError):
+            return configparser.ConfigParser(interpolation=None)
+    return parser
+
+
+def _cfg(parser: configparser.ConfigParser, section: str, key: str) -> str:
+    return parser.get(section, key, fallback="").strip()
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def _pyproject_requirements(pyproject: Mapping[str, Any]) -> list[str]:
+    project = pyproject.get("project", {})
+    found = list(project.get("dependencies", []))
+    extras = project.get("optional-dependencies", {})
+    groups = pyproject.get("dependency-groups", {})
+    for name in TEST_EXTRAS:
+        found += extras.get(name, [])
+        found += [item for item in groups.get(name, []) if isinstance(item, str)]
+    return found
+
+
+def _setup_cfg_requirements(parser: configparser.ConfigParser) -> list[str]:
+    found = _lines(_cfg(parser, "options", "install_requires"))
+    for name in TEST_EXTRAS:
+        found += _lines(_cfg(parser, "options.extras_require", name))
+    return found + _lines(_cfg(parser, "options", "tests_require"))
+
+
+def _setup_py_requirements(data: bytes | None) -> list[str]:
+    """The literal ``install_requires``, ``tests_require`` and test ``extras_require`` lists of a ``setup.py``."""
+    found: list[str] = []
+    for call in _setup_calls(data):
+        for keyword in call.keywords:
+            if keyword.arg in ("install_requires", "tests_require"):
+                found += _literal_strings(keyword.value)
+            elif keyword.arg == "extras_require" and isinstance(keyword.value, ast.Dict):
+                for key, value in zip(keyword.value.keys, keyword.value.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value in TEST_EXTRAS:
+                        found += _literal_strings(value)
+    return found
+
+
+def _setup_py_name(data: bytes | None) -> str:
+    for call in _setup_calls(data):
+        for keyword in call.keywords:
+            if keyword.arg == "name" and isinstance(keyword.value, ast.Constant):
+                return str(keyword.value.value)
+    return ""
+
+
+def _setup_calls(data: bytes | None) -> list[ast.Call]:
+    if not data:
+        return []
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return []
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) == "setup"]
+
+
+def _literal_strings(node: ast.expr) -> list[str]:
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, SyntaxError):
+        return []
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list | tuple) else []
+
+
+def _file_requirements(files: Mapping[str, bytes]) -> list[str]:
+    found: list[str] = []
+    for name in REQUIREMENT_FILES:
+        if name in files:
+            found += [line for line in _lines(files[name].decode("utf-8", "replace")) if not line.startswith("-")]
+    return found
+
+
+def _tox_requirements(parser: configparser.ConfigParser) -> list[str]:
+    return [line for line in _lines(_cfg(parser, "testenv", "deps"))
+            if not line.startswith("-") and "{" not in line and not line.startswith(".")]
+
+
+def _kept(requirements: Iterable[str]) -> list[str]:
+    """The requirements once each (by text), without those whose marker fails."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    kept: dict[str, None] = {}
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate(_MARKER_ENV):
+            continue
+        requirement.marker = None
+        kept[str(requirement)] = None
+    return list(kept)
+
+
+# ------------------------------------------------------------------------------------------------ overrides
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """A user's corrections of derived environments (see the module docstring's file format).
+
+    Attributes:
+        repositories: ``repo -> version (or "*") -> fields``.
+        instances: ``instance_id -> fields`` (``memory_mb``, ``test_timeout_s``).
+    """
+
+    repositories: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+    instances: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str] | None) -> Overrides:
+        """The overrides of a YAML or JSON file (none when ``path`` is None).
+
+        Raises:
+            TaskError: The file is not a mapping with ``repositories`` and/or ``instances``.
+        """
+        if path is None:
+            return cls()
+        import yaml
+
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        unknown = sorted(set(data) - {"repositories", "instances"}) if isinstance(data, dict) else ["(not a mapping)"]
+        if unknown:
+            raise TaskError(f"{path}: expected keys 'repositories' and/or 'instances', got {unknown}")
+        return cls(repositories=data.get("repositories") or {}, instances=data.get("instances") or {})
+
+    def apply(self, environment: RepoEnvironment, instance_id: str = "") -> RepoEnvironment:
+        """``environment`` with the repository's fields for its version (or ``"*"``), then the instance's.
+
+        Raises:
+            TaskError: An unknown field.
+        """
+        versions = self.repositories.get(environment.repo, {})
+        chosen = {**versions.get("*", {}), **versions.get(environment.version, {})}
+        chosen.update(self.instances.get(instance_id, {}))
+        extra = list(chosen.pop("extra_requirements", []))
+        values = {**environment.to_dict(), **chosen}
+        values["requirements"] = [*values["requirements"], *extra]
+        return RepoEnvironment.from_dict(values)
