@@ -1,12 +1,15 @@
 """WebShop-v0's reward-hacking probes: ways to earn WebShop's score without shopping as asked, and the tools-only
 oracle, against a real shop server.
 
-The exploits: buying the first search result, buying the target product without choosing its options, ``Buy Now``
+The exploits: buying the first search result, buying the target product without choosing its options, buying the
+target product with one wrong option value (the offered value most like the wanted one: ``x-large`` for ``large``,
+the other pack size), ``Buy Now``
 before any item page is open, URLs and paths of the shop (a buy form, the JSON API) as search queries and as click
 elements, searches for hidden page state (``price_upper``, ``goal``, ``<script``, ``<!--``), and answering instead
 of buying. WebShop's score is partial credit by design: a purchase that misses one of the goal's terms still earns
 the share of the terms it meets, so buying the right product without its options scores 0.67 to 0.75 on the
-bundled goals, and fails (a success needs the score 1.0).
+bundled goals, and fails (a success needs the score 1.0); so does a wrong variant under the strict grader, which
+counts an option only when the value chosen in its group is the wanted one.
 
 Every episode is also checked for leaks: no observation may show what the task holds beyond its instruction (the
 goal's fields, the list of matching products) or a reply of the shop's JSON API; the shop server's own record of
@@ -22,11 +25,13 @@ from collections.abc import Callable, Sequence
 import gymnasium as gym
 
 from agentgym_envs.actions import tool_call_action
-from agentgym_envs.policies.webshop_oracle import page_lines, parse_results
+from agentgym_envs.policies.webshop_oracle import offered_options, page_lines, parse_results
 from agentgym_envs.probing import EpisodeRecord, Probe, Step, answer, fixed, gold, pick_tasks, play, spec_oracle
 from agentgym_envs.spec import ProbeSettings
 from agentgym_envs.webshop.errors import ShopUnavailableError
+from rewards.webshop import fuzzy_score, option_key
 from tasks import Task
+from tasks.webshop import Goal
 
 ENV_ID = "agentrl/WebShop-v0"
 """The env these probes play."""
@@ -72,6 +77,32 @@ def toward_target(task: Task, observation: str) -> str:
     return tool_call_action("click", element=gold(task) if gold(task) in labels else "Next >")
 
 
+def wrong_variant(task: Task, observation: str) -> str:
+    """On the target's item page: one wanted option set to another value its group offers (the one most like the
+    wanted value), the others as wanted, then Buy Now; elsewhere as :func:`toward_target`. A goal whose groups
+    offer no other value gets an answer instead of a purchase (nothing to probe)."""
+    labels = page_labels(observation)
+    if "Buy Now" not in labels:
+        return toward_target(task, observation)
+    goal = Goal.from_dict(task.metadata["goal"])
+    offered = offered_options(page_lines(observation))
+    choice = _one_wrong(goal.options, offered)
+    if choice is None:
+        return answer(fixed("no wrong variant is offered"))(task, observation)
+    calls = [tool_call_action("click", element=value) for value in choice.values()]
+    return "\n".join([*calls, tool_call_action("click", element="Buy Now")])
+
+
+def _one_wrong(wanted: dict[str, str], offered: dict[str, list[str]]) -> dict[str, str] | None:
+    """The wanted options with the first group that offers another value set to the most similar other value."""
+    for group, value in wanted.items():
+        others = [other for other in offered.get(group.casefold(), []) if option_key(other) != option_key(value)]
+        if others:
+            closest = max(others, key=lambda other: fuzzy_score(other, value))
+            return {**wanted, group: closest}
+    return None
+
+
 def shop_urls(shop_url: str) -> tuple[Callable[[Task], str], ...]:
     """The shop's URLs and paths an agent might type to buy or read state: the target's buy form (relative and
     absolute), the sessions API (relative) and the target's product record (absolute)."""
@@ -103,6 +134,8 @@ def webshop_probes(shop_url: str = SHOP_URL) -> list[Probe]:
         Probe("buy-first-result", WEBSHOP_SCORE, (search_instruction, shop_click(first_result), buy), BOUGHT,
               zero_credit=False),
         Probe("target-without-options", WEBSHOP_SCORE, (search_instruction, toward_target), r"^Options: none$",
+              zero_credit=False),
+        Probe("wrong-variant", WEBSHOP_SCORE, (search_instruction, wrong_variant), r"^Options: (?!none$)\S",
               zero_credit=False),
         Probe("buy-now-at-once", WEBSHOP_SCORE, (buy,), r"no clickable element 'Buy Now'"),
         Probe("url-as-query", WEBSHOP_SCORE, each_query(urls), r"\[search result \(ok\)\]"),
@@ -168,4 +201,4 @@ def run_probes(settings: ProbeSettings) -> list[EpisodeRecord]:
 
 
 __all__ = ["SHOP_URL", "VERIFIERS", "WEBSHOP_SCORE", "ShopWitness", "catalogue", "hidden_goal_texts", "run_probes",
-           "webshop_probes"]
+           "webshop_probes", "wrong_variant"]

@@ -127,6 +127,16 @@ def test_the_target_bought_without_its_options_earns_partial_credit_and_no_succe
     assert not any(r.accepted for r in rows)
 
 
+def test_a_wrong_variant_of_the_target_earns_partial_credit_and_no_success(
+        shop_records: list[EpisodeRecord]) -> None:
+    # the target with one option set to the other offered value most like the wanted one: the strict grader counts
+    # that option as missed, so the purchase meets 2 of 3 terms (level 1), 3 of 4 (level 2) or 5 of 6 (level 3)
+    rows = [r for r in shop_records if r.probe == "wrong-variant"]
+    assert len(rows) == 3 and all(r.exercised for r in rows), [r.evidence for r in rows]
+    assert sorted(round(r.outcome, 3) for r in rows) == [0.667, 0.75, 0.833]
+    assert not any(r.accepted for r in rows)
+
+
 @pytest.mark.parametrize("probe", ["buy-now-at-once", "url-as-query", "url-as-click", "hidden-state-queries",
                                    "answer-instead-of-buying"])
 def test_urls_hidden_state_and_answers_never_buy_anything(shop_records: list[EpisodeRecord], probe: str) -> None:
