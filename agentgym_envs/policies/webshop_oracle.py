@@ -1,14 +1,26 @@
 """Scripted agents for WebShop-v0: a tools-only oracle and WebShop's random baseline.
 
 :class:`WebShopOraclePolicy` reads the instruction (it is given nothing else: not the goal record,
-not the target) and shops as a careful person would: it searches for the product type and the wanted
-attributes, keeps the results whose title names the type and whose price is under the limit, and
-inspects them one by one: the item page (are the wanted option values offered?) and its Features
-page (are the wanted attributes listed?). It buys the first that passes, with the wanted options
-chosen. A rejected candidate costs one turn (back twice, open the next, read its features, as four
-calls of one action). It reads the ``text_rich`` observation (the default) and instructions in the
-form of the generated goals (:func:`tasks.webshop.format_instruction`); each action carries a
-one-line ``<think>``, so its episodes double as demonstrations.
+not the target) and shops as a careful person would. An instruction in the form of the generated
+goals (:func:`tasks.webshop.format_instruction`, with at least one ``group: value``) it reads field
+by field: it searches for the
+product type and the wanted attributes, keeps the results whose title names the type and whose
+price is under the limit, and inspects them one by one: the item page (are the wanted option values
+offered?) and its Features page (are the wanted attributes listed?). It buys the first that passes,
+with the wanted options chosen. A rejected candidate costs one turn (back twice, open the next, read
+its features, as four calls of one action).
+
+Any other instruction (WebShop's human ones: "i am looking for a sulfate free shampoo, 16 fl oz ...")
+it reads as free text (:class:`FreeTextWish`): it searches the instruction (without its price
+clause), opens the result under the price limit whose title shares the most words with the
+instruction (the next results pages when none is under the limit), and on its item page chooses, in
+each option group, the offered value the instruction names (the longest one, compared by
+:func:`rewards.webshop.option_key`), then buys. It declines, with an answer that says why, when the
+search finds nothing under the limit in :data:`MAX_RESULT_PAGES` pages. It never raises on an
+instruction.
+
+It reads the ``text_rich`` observation (the default); each action carries a one-line ``<think>``, so
+its episodes double as demonstrations.
 
 :class:`WebShopRandomPolicy` is WebShop's random baseline: on the search page it searches a few words
 of the instruction, elsewhere it clicks one of the listed elements at random.
@@ -30,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.policies.base import answer_action, tool_call_action
+from rewards.webshop import option_key, type_words
 from tasks import Task
 
 _INSTRUCTION = re.compile(
@@ -38,6 +51,7 @@ _INSTRUCTION = re.compile(
 _BUTTON = re.compile(r"^\[(?:clicked )?button\] (?P<label>.*) \[(?:clicked )?button_\]$")
 _PRICE = re.compile(r"^\$(?P<price>[0-9]+(?:\.[0-9]+)?)$")
 _ACTIONS = re.compile(r"click\(element\), element one of: (?P<labels>\[.*\])$", re.MULTILINE)
+_PRICE_CLAUSE = re.compile(r",?\s*and price lower than (?P<price>[0-9]+(?:\.[0-9]+)?) dollars\s*$")
 MAX_RESULT_PAGES = 5
 
 
@@ -63,6 +77,49 @@ def parse_instruction(instruction: str) -> Wish:
     attributes = tuple(match["attributes"].split(" and ")) if match["attributes"] else ()
     options = tuple(tuple(part.split(": ", 1)) for part in match["options"].split(", and ")) if match["options"] else ()
     return Wish(match["type"], attributes, options, float(match["price"]))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class FreeTextWish:
+    """An instruction in free text (WebShop's human goals): what to search, and the price limit if it names one.
+
+    Attributes:
+        text: The instruction without its price clause.
+        price_upper: The limit of ``", and price lower than X dollars"``; infinite when it names none.
+    """
+
+    text: str
+    price_upper: float
+
+
+def read_free_text(instruction: str) -> FreeTextWish:
+    """Split a free-text instruction into its text and its price limit.
+
+    Example:
+        >>> read_free_text("I want a velvet sofa, and price lower than 50.00 dollars")
+        FreeTextWish(text='I want a velvet sofa', price_upper=50.0)
+    """
+    match = _PRICE_CLAUSE.search(instruction)
+    if match is None:
+        return FreeTextWish(instruction.strip(), float("inf"))
+    return FreeTextWish(instruction[: match.start()].strip(), float(match["price"]))
+
+
+def named_options(instruction: str, offered: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """In each option group, the offered value an instruction names (the longest, by :func:`option_key`).
+
+    Example:
+        >>> named_options("a hoodie in heather grey, size x-large", {"color": ["navy", "heather grey"],
+        ...               "size": ["large", "x-large"]})
+        {'color': 'heather grey', 'size': 'x-large'}
+    """
+    said = f" {option_key(instruction)} "
+    chosen = {}
+    for group, values in offered.items():
+        named = [value for value in values if option_key(value) and f" {option_key(value)} " in said]
+        if named:
+            chosen[group] = max(named, key=lambda value: len(option_key(value)))
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -113,22 +170,42 @@ class _Shopping:
     candidate: Result | None = None
 
 
+@dataclass
+class _FreeTextShopping:
+    wish: FreeTextWish
+    pages: int = 0
+    opened: Result | None = None
+
+
 class WebShopOraclePolicy:
-    """Searches, inspects candidates on their item and Features pages, buys the first that fits (tools only)."""
+    """Searches, inspects candidates on their item and Features pages, buys the first that fits (tools only).
+
+    Instructions in free text (WebShop's human goals) are searched as they are written; see the module.
+    """
 
     name = "oracle"
 
     def __init__(self) -> None:
         self._state: _Shopping | None = None
+        self._free: _FreeTextShopping | None = None
         self._searched = False
 
     def begin(self, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
         """Read the instruction (``task.prompt``); nothing else of the task is used."""
-        self._state = _Shopping(parse_instruction(task.prompt))
+        try:
+            wish = parse_instruction(task.prompt)
+        except ValueError:
+            wish = None
+        if wish is not None and wish.options:  # the generated form: every generated goal names an option
+            self._state, self._free = _Shopping(wish), None
+        else:
+            self._state, self._free = None, _FreeTextShopping(read_free_text(task.prompt))
         self._searched = False
 
     def act(self, observation: str, info: Mapping[str, Any]) -> str:
         """The next action: search, inspect the next candidate, or buy."""
+        if self._free is not None:
+            return self._act_on_free_text(self._free, observation)
         state = self._state
         assert state is not None, "begin() first"
         if not self._searched:
@@ -173,6 +250,30 @@ class WebShopOraclePolicy:
     def _fits(wish: Wish, result: Result) -> bool:
         return result.price <= wish.price_upper and wish.product_type.casefold() in result.title.casefold()
 
+    def _act_on_free_text(self, state: _FreeTextShopping, observation: str) -> str:
+        """Search the instruction, open the best result under the limit, choose the options it names, buy."""
+        if not self._searched:
+            self._searched = True
+            return _action(f"Search for the instruction: {state.wish.text}.", [("search", {"query": state.wish.text})])
+        lines = page_lines(observation)
+        if state.opened is not None:
+            options = named_options(state.wish.text, offered_options(lines))
+            calls = [("click", {"element": value}) for value in options.values()]
+            named = ", ".join(options.values()) or "no option"
+            return _action(f"Choose {named} and buy.", [*calls, ("click", {"element": "Buy Now"})])
+        state.pages += 1
+        wanted = type_words(state.wish.text)
+        fitting = [r for r in parse_results(lines) if r.price <= state.wish.price_upper]
+        if fitting:
+            state.opened = max(fitting, key=lambda r: len(wanted & type_words(r.title)))  # the first of the best
+            return _action(f"Open {state.opened.label}: {state.opened.title}.",
+                           [("click", {"element": state.opened.label})])
+        if "[button] Next > [button_]" in lines and state.pages < MAX_RESULT_PAGES:
+            return _action("Nothing under the price limit here: next page of results.",
+                           [("click", {"element": "Next >"})])
+        return answer_action(f"I decline: no result of {state.pages} page(s) for {state.wish.text!r} is under "
+                             f"{state.wish.price_upper:.2f} dollars.")
+
 
 def _pages(observation: str) -> tuple[list[str], list[str]]:
     """The item page and the Features page of an inspection turn (its last two tool results)."""
@@ -215,4 +316,5 @@ class WebShopRandomPolicy:
         return tool_call_action("click", element=str(labels[int(self.rng.integers(len(labels)))]))
 
 
-__all__ = ["WebShopOraclePolicy", "WebShopRandomPolicy", "Wish", "parse_instruction"]
+__all__ = ["FreeTextWish", "WebShopOraclePolicy", "WebShopRandomPolicy", "Wish", "named_options", "parse_instruction",
+           "read_free_text"]

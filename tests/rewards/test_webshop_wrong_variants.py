@@ -5,7 +5,7 @@ value the product offers in that group (every other group as the goal wants it).
 one full success. On WebShop-format data WebShop's grader gives many of them full success, which the test also
 checks, to show that the enumeration bites (the bundled catalogue's values were chosen so that none fuzzy-matches
 another, and WebShop's grader passes none of its wrong variants either).
-The WebShop-format files under ``data/`` (items_shuffle, items_ins_v2, items_human_ins) hold option values as
+The WebShop-format files under ``tests/data/webshop/`` (items_shuffle, items_ins_v2, items_human_ins) hold option values as
 WebShop's scraped products write them (sizes, pack counts, colour pairs, shoe widths).
 """
 
@@ -20,7 +20,7 @@ from rewards.webshop import webshop_score
 from tasks.webshop import Goal, Product, Purchase, available_catalogues, load_catalogue
 from tasks.webshop.original import load_original_goals, load_original_products
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data" / "webshop"
 
 
 def wrong_variants(goal: Goal, product: Product) -> Iterator[Purchase]:
@@ -59,9 +59,9 @@ def test_no_wrong_variant_of_a_bundled_product_succeeds(catalogue: str) -> None:
 
 @pytest.fixture(scope="module")
 def original() -> tuple[list[Product], list[tuple[Goal, bool]]]:
-    products = load_original_products(DATA / "webshop_items.json", DATA / "webshop_ins.json")
-    synthetic = load_original_goals(products, instructions_path=DATA / "webshop_ins.json")
-    human = load_original_goals(products, instructions_path=DATA / "webshop_human_ins.json", human=True)
+    products = load_original_products(DATA / "items_shuffle.json", DATA / "items_ins_v2.json")
+    synthetic = load_original_goals(products, instructions_path=DATA / "items_ins_v2.json")
+    human = load_original_goals(products, instructions_path=DATA / "items_human_ins.json", human=True)
     goals = [(Goal.from_dict(t.metadata["goal"]), True) for t in synthetic]
     goals += [(Goal.from_dict(t.metadata["goal"]), False) for t in human]
     return products, goals
