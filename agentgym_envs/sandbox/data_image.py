@@ -1,4 +1,7 @@
-"""The data image: the sandbox base image plus pinned pip wheels of numpy, pandas, pyarrow and duckdb.
+"""The data image: the sandbox base image plus pinned pip wheels of the analysis stack.
+
+numpy, pandas, pyarrow and duckdb, and for DABench's questions (tests, regressions, plots, spreadsheets) scipy,
+scikit-learn, statsmodels, matplotlib (no display anywhere, so it draws with Agg) and openpyxl.
 
 DataAnalysis-v0's sandboxes need the same analysis stack as the host, so that the docker backend computes what
 the bwrap and local backends (which run the host's Python) compute. Debian's packages are older, so the wheels
@@ -52,11 +55,42 @@ DATA_IMAGE_WHEELS: tuple[str, ...] = (
     "pandas==3.1.1",
     "pyarrow==26.0.1",
     "duckdb==2.0.1",
+    "scipy==1.17.1",
+    "scikit-learn==1.9.1",
+    "statsmodels==0.15.0",
+    "matplotlib==3.11.2",
+    "openpyxl==3.1.5",
     "python-dateutil==2.9.0.post0",
     "six==1.17.0",
+    "joblib==1.6.0",
+    "cloudpickle==3.1.3",
+    "threadpoolctl==3.8.0",
+    "narwhals==2.29.0",
+    "patsy==1.0.3",
+    "formulaic==1.2.2",
+    "interface-meta==2.0.1",
+    "wrapt==2.1.2",
+    "typing-extensions==4.16.0",
+    "packaging==26.2",
+    "contourpy==1.3.3",
+    "cycler==0.12.1",
+    "fonttools==4.68.0",
+    "kiwisolver==1.5.1",
+    "pillow==12.3.0",
+    "pyparsing==3.3.2",
+    "et-xmlfile==2.0.0",
 )
-"""Every distribution installed: the first four and their closure on Linux (pandas needs dateutil, which needs
-six; time zones come from the image's ``/usr/share/zoneinfo``)."""
+"""Every distribution installed: the first nine (:data:`ANALYSIS_MODULES`) and their closure on Linux (pandas
+and matplotlib need dateutil, which needs six; scikit-learn joblib, cloudpickle, threadpoolctl and narwhals;
+statsmodels patsy, formulaic and its own needs, and packaging; matplotlib its drawing libraries; openpyxl
+et-xmlfile). Time zones come from the image's ``/usr/share/zoneinfo``."""
+
+ANALYSIS_MODULES: tuple[tuple[str, str], ...] = (
+    ("numpy", "numpy"), ("pandas", "pandas"), ("pyarrow", "pyarrow"), ("duckdb", "duckdb"), ("scipy", "scipy"),
+    ("sklearn", "scikit-learn"), ("statsmodels", "statsmodels"), ("matplotlib", "matplotlib"),
+    ("openpyxl", "openpyxl"),
+)
+"""``(module, distribution)`` of what the agent's code imports: the smoke test imports each from the image."""
 
 SITE_PACKAGES = "/usr/local/lib/python3.11/dist-packages"
 """Where the wheels go in the image: on Debian's ``sys.path`` ahead of ``/usr/lib/python3/dist-packages``."""
@@ -75,16 +109,29 @@ DATA_RECIPE_VERSION = 1
 """Bump when the build steps change in a way the hashed fields do not show."""
 
 SMOKE_TEST = """
-import sys, duckdb, numpy, pandas, pyarrow, pyarrow.parquet as pq
-assert all(m.__file__.startswith(sys.argv[1]) for m in (duckdb, numpy, pandas, pyarrow)), "not the image's wheels"
+import importlib, json, os, sys
+os.environ["MPLCONFIGDIR"] = "/tmp/mpl"
+modules = json.loads(sys.argv[2])
+loaded = [importlib.import_module(name) for name, _ in modules]
+assert all(m.__file__.startswith(sys.argv[1]) for m in loaded), "not the image's wheels"
+import duckdb, pandas, pyarrow.parquet as pq, scipy.stats, sklearn.linear_model, statsmodels.api, openpyxl
+import matplotlib.pyplot as plt
 pandas.DataFrame({"x": [1.5, 2.5]}).to_parquet("/tmp/smoke.parquet")
 con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
 total = con.execute("select sum(x) from read_parquet('/tmp/smoke.parquet')").fetchone()[0]
 assert total == 4.0 and pq.read_table("/tmp/smoke.parquet").num_rows == 2, total
-print(" ".join(f"{m.__name__}=={m.__version__}" for m in (numpy, pandas, pyarrow, duckdb)))
+assert 0 < scipy.stats.ttest_ind([1, 2, 3, 4], [2, 3, 4, 9]).pvalue < 1
+assert round(sklearn.linear_model.LinearRegression().fit([[0], [1], [2]], [1, 3, 5]).coef_[0], 6) == 2
+assert round(statsmodels.api.OLS([1, 3, 5], statsmodels.api.add_constant([0, 1, 2])).fit().params[1], 6) == 2
+plt.plot([1, 2]); plt.savefig("/tmp/smoke.png")
+assert plt.get_backend().lower() == "agg", plt.get_backend()
+book = openpyxl.Workbook(); book.active["A1"] = 1; book.save("/tmp/smoke.xlsx")
+assert pandas.read_excel("/tmp/smoke.xlsx", header=None).iloc[0, 0] == 1
+print(" ".join(f"{distribution}=={module.__version__}" for (_, distribution), module in zip(modules, loaded)))
 """
-"""Run in the new image as ``nobody`` with no network: import the stack from :data:`SITE_PACKAGES`, write a
-Parquet file with pandas and read it with duckdb and pyarrow; prints the versions."""
+"""Run in the new image as ``nobody`` with no network: import :data:`ANALYSIS_MODULES` from
+:data:`SITE_PACKAGES`, write a Parquet file with pandas and read it with duckdb and pyarrow, run a t-test, two
+regressions, an Agg plot and a spreadsheet round trip; prints the versions."""
 
 logger = logging.getLogger(__name__)
 
@@ -233,12 +280,13 @@ def smoke_test(client: docker.DockerClient, tag: str) -> str:
     """Run :data:`SMOKE_TEST` in ``tag`` as nobody with no network; remove the image if it fails.
 
     Returns:
-        The versions it printed, e.g. ``"numpy==2.4.6 pandas==3.1.1 pyarrow==26.0.1 duckdb==2.0.1"``.
+        The versions it printed, e.g. ``"numpy==2.4.6 pandas==3.1.1 pyarrow==26.0.1 duckdb==2.0.1 ..."``.
     """
     import docker.errors
 
     try:
-        output = client.containers.run(tag, ["python3", "-I", "-c", SMOKE_TEST, SITE_PACKAGES], user="65534:65534",
+        output = client.containers.run(tag, ["python3", "-I", "-c", SMOKE_TEST, SITE_PACKAGES,
+                                             json.dumps(ANALYSIS_MODULES)], user="65534:65534",
                                        network_mode="none", remove=True, labels={SANDBOX_LABEL: "smoke-test"})
     except docker.errors.DockerException as exc:
         client.images.remove(tag, force=True)
