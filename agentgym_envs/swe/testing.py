@@ -162,11 +162,16 @@ def _agentrl_pack(folder, archive, skip_dirs, nonce):
                                     "unreadable": unreadable}))
 '''
 
+MALLOC_ARENA_MAX = "2"
+"""glibc's malloc arenas per process in the test run and the agent's commands. The memory limit caps address
+space, and each thread's arena reserves 64 MB of it: at 1024 MB a suite that starts 32 threads died of
+``MemoryError`` (docker) or "can't start new thread" (bwrap); with 2 arenas 64 threads run in 512 MB."""
+
 RUN_CELL = r'''
 def _agentrl_run_pytest(run_dir, repo, argv, timeout_s, nonce):
     import os, signal, subprocess, sys, time
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": run_dir, "LANG": "C.UTF-8",
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "@MALLOC_ARENA_MAX@"}
     command = [sys.executable, "-B", "-E", "-s", os.path.join(run_dir, "bootstrap.py"), *argv]
     log_path = os.path.join(run_dir, "pytest.log")
     with open(log_path, "wb") as log:
@@ -187,7 +192,7 @@ def _agentrl_run_pytest(run_dir, repo, argv, timeout_s, nonce):
         log.seek(max(0, os.path.getsize(log_path) - 1500))
         tail = log.read().decode("utf-8", "replace")
     print(nonce + ":" + json.dumps({"returncode": returncode, "duration_s": duration, "log_tail": tail[-600:]}))
-'''
+'''.replace("@MALLOC_ARENA_MAX@", MALLOC_ARENA_MAX)
 
 CLEANUP_CELL = ("import shutil as _agentrl_shutil; _agentrl_shutil.rmtree({path!r}, ignore_errors=True)\n"
                 "del _agentrl_shutil")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from agentgym_envs.sandbox.base import Sandbox
 from agentgym_envs.swe.limits import CELL_GRACE_S
-from agentgym_envs.swe.testing import ENV_SITE, PTH_FILE, TESTBED
+from agentgym_envs.swe.testing import ENV_SITE, MALLOC_ARENA_MAX, PTH_FILE, TESTBED
 
 SETUP_CELL = r'''
 def _agentrl_setup(nonce):
@@ -48,7 +48,8 @@ def _agentrl_bash(command, folder, timeout_s, head_bytes, tail_bytes, nonce):
     import json, os, select, signal, subprocess, sys, time
     shims = os.path.join(os.getcwd(), ".agentrl-bin")
     env = {"PATH": shims + ":" + os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
-           "HOME": os.getcwd(), "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
+           "HOME": os.getcwd(), "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
+           "MALLOC_ARENA_MAX": "@MALLOC_ARENA_MAX@"}
     site = "@ENV_SITE@"
     if os.path.isdir(site):  # the repository's environment and its editable install, for the agent's python
         with open(os.path.join(site, "@PTH_FILE@")) as pth:
@@ -89,7 +90,8 @@ def _agentrl_bash(command, folder, timeout_s, head_bytes, tail_bytes, nonce):
               "tail": len(tail), "duration_s": round(time.monotonic() - started, 3)}
     sys.stdout.write(nonce + ":" + json.dumps(status) + "\n" + head.decode("utf-8", "replace") + nonce + "\n"
                      + tail.decode("utf-8", "replace"))
-'''.replace("@ENV_SITE@", ENV_SITE).replace("@PTH_FILE@", PTH_FILE)
+'''.replace("@ENV_SITE@", ENV_SITE).replace("@PTH_FILE@", PTH_FILE).replace(
+    "@MALLOC_ARENA_MAX@", MALLOC_ARENA_MAX)
 
 LIST_CELL = r'''
 def _agentrl_list(folder, depth, nonce):

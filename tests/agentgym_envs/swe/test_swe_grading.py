@@ -145,6 +145,15 @@ def test_a_library_that_runs_out_of_memory_is_an_invalid_run_of_reason_memory(en
     assert info["grading"]["detail"].startswith("the test run ran out of memory (collection errors in")
 
 
+def test_a_suite_that_starts_many_threads_fits_the_default_memory(env, tasks):
+    # the limit caps address space, and each thread's malloc arena reserved 64 MB of it: 32 threads ended such a
+    # run at 1024 MB (MemoryError on docker, "can't start new thread" on bwrap) until MALLOC_ARENA_MAX=2
+    threads = ("printf 'import concurrent.futures as _cf\\nwith _cf.ThreadPoolExecutor(48) as _pool:\\n"
+               "    list(_pool.map(lambda i: bytearray(200000), range(400)))\\n' >> calc/__init__.py")
+    _, reward, _, _, info = submit_after(env, tasks["strict"], FIX_COMMAND, threads)
+    assert (reward, info["grading"]["valid"]) == (1.0, True), info["grading"]
+
+
 def test_a_collection_error_and_a_timeout_name_their_reasons(env, tasks):
     info = assert_invalid(submit_after(env, tasks["strict"], "echo 'def broken(:' >> calc/ops.py"), "collection_error")
     assert info["grading"]["detail"].startswith("collection errors in tests/test_ops.py")
