@@ -342,7 +342,10 @@ class Overrides:
         versions = self.repositories.get(environment.repo, {})
         chosen = {**versions.get("*", {}), **versions.get(environment.version, {})}
         chosen.update(self.instances.get(instance_id, {}))
-        extra = list(chosen.pop("extra_requirements", []))
+        extra = chosen.pop("extra_requirements", [])
+        if isinstance(extra, str) or not isinstance(extra, list):
+            raise TaskError(f"{environment.repo}: extra_requirements: expected a list of strings, got {extra!r}")
         values = {**environment.to_dict(), **chosen}
-        values["requirements"] = [*values["requirements"], *extra]
+        if extra and isinstance(values["requirements"], list):
+            values["requirements"] = [*values["requirements"], *extra]
         return RepoEnvironment.from_dict(values)
