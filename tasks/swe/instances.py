@@ -26,8 +26,13 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -261,7 +266,9 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
     Args:
         path: A SWE-bench instance file (JSON list or JSONL, SWE-bench's field names).
         repository: The folder holding the repository at ``base_commit`` (one folder for every instance), or a
-            mapping of ``repo`` (e.g. ``"astropy/astropy"``) to folder.
+            mapping of ``repo`` (e.g. ``"astropy/astropy"``) to folder. A git repository (a folder with
+            ``.git``) gives each instance its own ``base_commit`` (:func:`checkout`), so one clone serves every
+            instance of a repository.
         image: A container image name, formatted with the instance's fields, e.g.
             ``"sweb.eval.x86_64.{instance_id}:latest"``; used when ``repository`` is not given.
         overrides: A YAML or JSON file of environment overrides (:class:`~tasks.swe.environments.Overrides`).
@@ -337,7 +344,51 @@ def _repo_source(instance: SWEInstance, repository: str | os.PathLike[str] | Map
         folder = Path(repository)
     if not folder.is_dir():
         raise TaskError(f"expected the repository {instance.repo!r} in a folder, got {str(folder)!r}, not a folder")
+    if (folder / ".git").exists():
+        folder = checkout(folder, instance.base_commit)
     return {"kind": "path", "path": str(folder.resolve())}
+
+
+def checkouts_folder() -> Path:
+    """Where the trees of a git repository at the instances' commits are kept:
+    ``~/.cache/agentrl/swe/checkouts/<repository's folder name>-<hash of its path>/<commit>``."""
+    return Path.home() / ".cache" / "agentrl" / "swe" / "checkouts"
+
+
+def checkout(git_folder: str | os.PathLike[str], commit: str) -> Path:
+    """The tree of the git repository ``git_folder`` at ``commit`` (``git archive``), kept once per commit.
+
+    The working tree of ``git_folder`` is never touched, so one git directory serves instances at many commits.
+
+    Raises:
+        TaskError: ``commit`` is not a commit of the repository (with what to do).
+    """
+    git_folder = Path(git_folder).resolve()
+    resolved = _git(git_folder, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    if resolved is None:
+        raise TaskError(f"expected base_commit {commit!r} to be a commit of the git repository {str(git_folder)!r}, "
+                        "got none such; fetch it (git fetch) or pass a folder already at that commit")
+    tag = hashlib.sha256(str(git_folder).encode()).hexdigest()[:8]
+    target = checkouts_folder() / f"{git_folder.name}-{tag}" / resolved
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
+    try:
+        archive = subprocess.run(["git", "-C", str(git_folder), "archive", "--format=tar", resolved],
+                                 capture_output=True, check=True, timeout=600).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(staging, filter="data")
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    """A git command's stripped output in ``folder``; None when it fails."""
+    done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=120)
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def write_instances(instances: Sequence[SWEInstance], path: str | os.PathLike[str]) -> None:

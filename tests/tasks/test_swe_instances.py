@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -205,3 +207,26 @@ def test_cli_candidates_for_a_local_repository(tmp_path, capsys) -> None:
     assert main(argv) == 0 and out.read_text() == first  # the same seed writes the same file
     assert main(["candidates", "--path", str(tmp_path / "repo"), "--seed", "1", "--out", str(out)]) == 2
     assert "expected --source" in capsys.readouterr().err
+
+
+def test_a_git_repository_gives_each_instance_its_base_commit(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    clone = tmp_path / "calc"
+    path, _ = swebench_file(tmp_path, clone, as_list=False)
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "buggy"], check=True)
+    first = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (clone / "calc" / "ops.py").write_bytes(REPO["calc/ops.py"])
+    subprocess.run([*git, "commit", "-qam", "fixed"], check=True)
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "base_commit": first}) + "\n"
+                    + json.dumps({**record, "instance_id": "local__calc-2", "base_commit": "HEAD"}) + "\n")
+    at_bug, at_fix = load_swebench(path, repository=clone)
+    assert folder_files(at_bug.metadata["repo_source"]["path"])["calc/ops.py"] != REPO["calc/ops.py"]
+    assert folder_files(at_fix.metadata["repo_source"]["path"])["calc/ops.py"] == REPO["calc/ops.py"]
+    assert not (Path(at_bug.metadata["repo_source"]["path"]) / ".git").exists()  # a plain tree
+    path.write_text(json.dumps({**record, "base_commit": "f" * 40}) + "\n")
+    with pytest.raises(TaskError, match=f"expected base_commit '{'f' * 40}' to be a commit of the git repository"):
+        load_swebench(path, repository=clone)
