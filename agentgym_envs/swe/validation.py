@@ -127,7 +127,8 @@ def _no_change_problem(env: SWEEnv, task: Task, grading: Mapping[str, Any]) -> t
 def validate(tasks: Sequence[Task], *, sandbox: str, rules: str = "strict",
              advance: Callable[[str], object] = lambda task_id: None, **env_options: Any) -> dict[str, Any]:
     """Validate every task in one env of backend ``sandbox``; the report (``instances`` and a ``summary``)."""
-    unvalidated = [{**task.metadata, "validation": None} for task in tasks]
+    being_validated = {"usable": True, "reason": "", "detail": "being validated"}  # an earlier verdict set aside
+    unvalidated = [{**task.metadata, "validation": being_validated} for task in tasks]
     plain = [Task(id=t.id, env=t.env, family=t.family, prompt=t.prompt, answer=t.answer, difficulty=t.difficulty,
                   metadata=m) for t, m in zip(tasks, unvalidated, strict=True)]
     env = SWEEnv(tasks=plain, sandbox=sandbox, rules=rules, **env_options)
