@@ -18,8 +18,9 @@ repository's own metadata, and a user's override file corrects or pins what the 
     ====================  ========================================================================================
 
 Requirements whose environment marker does not hold on Linux with CPython 3.11 are left out. A pytest among them
-is the one the tests run with, on both backends (pytest's own ids differ between its versions, so that the
-same ids name the same tests on docker and bwrap); without one, the sandbox's own pytest runs them.
+is the one the tests run with, on both backends (the base image has pytest 7.2, a host may have 9, and they report
+some tests differently), so the environment decides, not the backend; without one, the sandbox's own pytest runs
+them.
 
 The repository itself is installed *editable*: its package roots go on ``sys.path`` (a ``.pth`` file) and its
 distribution metadata is written beside them, so ``importlib.metadata.version(name)`` answers and what the tests
