@@ -3,8 +3,9 @@
 The task's files lie read-only in ``data/`` of the sandbox's work directory (only the files the task names;
 never an answer or a reference program). Two tools:
 
-- ``python``: code in the sandbox's persistent kernel (pandas, numpy, pyarrow and duckdb are there), as in
-  PythonSandbox-v0;
+- ``python``: code in the sandbox's persistent kernel (pandas, numpy, pyarrow, duckdb, scipy, scikit-learn,
+  statsmodels, matplotlib drawing with Agg, and openpyxl are there), as in PythonSandbox-v0; the files it makes
+  go to the writable ``outputs/`` beside ``data/`` (the work directory's ``disk_mb`` holds both);
 - ``sql``: one read-only query (DuckDB dialect) over the task's tables, loaded at the episode's start by the
   task loader that computed the reference answers; at most ``sql_max_rows`` rows shown, cells cut, the total
   row count given, stopped after ``sql_timeout_s`` (:mod:`agentgym_envs.data_analysis.workspace`).
@@ -56,16 +57,19 @@ SQL_TOOL_SCHEMA = {
 }
 GRADERS = {"forgiving": data_analysis_reward, "dabench": dabench_reward}
 """How answer fields are graded: this project's forgiving rules (the default) or DABench's exact ones."""
-DATA_SANDBOX_LIMITS = SandboxLimits(memory_mb=2048, disk_mb=256)
-"""The default limits: room for pandas, pyarrow and duckdb with the data loaded twice (a frame and a table)."""
+DATA_SANDBOX_LIMITS = SandboxLimits(timeout_s=30.0, memory_mb=2048, disk_mb=256)
+"""The default limits: room for pandas, pyarrow and duckdb with the data loaded twice (a frame and a table), and
+30 s a cell, since a first import of scikit-learn or statsmodels alone takes 3-7 s on a busy machine."""
 
 INSTRUCTIONS = (
     "You are answering a question about data files. The files are read-only in the folder data/ of the "
-    "working directory. `python` runs code in a persistent interpreter (pandas, numpy, pyarrow and duckdb "
-    "are installed; variables, imports and files survive between calls, like a notebook; the value of a final "
-    "expression is printed). `sql` runs one read-only SQL query (DuckDB dialect) over the tables listed below "
-    "and shows at most {max_rows} rows. The sandbox has no network. Use the tools as often as you need, then "
-    "give your final answer once."
+    "working directory; save any file you make (a plot, a table) in the folder outputs/, which together with "
+    "the rest of the working directory holds at most {disk_mb} MB. `python` runs code in a persistent interpreter "
+    "(pandas, numpy, scipy, scikit-learn, statsmodels, matplotlib with the Agg backend, openpyxl, pyarrow and "
+    "duckdb are installed; variables, imports and files survive between calls, like a notebook; the value of a "
+    "final expression is printed). `sql` runs one read-only SQL query (DuckDB dialect) over the tables listed "
+    "below and shows at most {max_rows} rows. The sandbox has no network. Use the tools as often as you need, "
+    "then give your final answer once."
 )
 ANSWER_FIELDS = ("Answer with every field of the format line, each once, e.g. "
                  "<answer>@name[value], @other_name[value]</answer>.")
@@ -159,7 +163,7 @@ class DataAnalysisEnv(SandboxEnv):
                 "sql_max_cell_chars": self.sql_settings.max_cell_chars, "sql_timeout_s": self.sql_settings.timeout_s}
 
     def _docker_image(self) -> str | None:
-        """The data image (the base image plus pinned numpy, pandas, pyarrow, duckdb), built when missing."""
+        """The data image (the base image plus the pinned analysis stack), built when missing."""
         from agentgym_envs.sandbox.data_image import ensure_data_image
 
         return ensure_data_image()
@@ -191,7 +195,8 @@ class DataAnalysisEnv(SandboxEnv):
     # -- prompt --------------------------------------------------------------------------------------------
     def _instructions(self, task: Task) -> str:
         answer = ANSWER_SQL if task.family == "sql" else ANSWER_FIELDS
-        return INSTRUCTIONS.format(max_rows=self.sql_settings.max_rows) + " " + answer
+        limits = {"max_rows": self.sql_settings.max_rows, "disk_mb": self.sandbox_limits.disk_mb}
+        return INSTRUCTIONS.format(**limits) + " " + answer
 
     def _task_text(self, task: Task) -> str:
         metadata = task.metadata

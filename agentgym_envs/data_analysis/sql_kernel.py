@@ -18,8 +18,9 @@ task's SQL loader, so it uses the standard library and duckdb only and must run 
 Every call ends its output with a status line ``<nonce>:ok`` or ``<nonce>:error``, the nonce chosen by the host
 for that call, which the host strips; the rows a query returns cannot write that line.
 
-:func:`install` is what the env's set-up cell calls: it makes the data files read-only, loads the tables with the
-task loader's source, writes their columns for the prompt and returns the tool.
+:func:`install` is what the env's set-up cell calls: it makes the data files read-only and the empty ``outputs/``
+folder for the agent's files, loads the tables with the task loader's source, writes their columns for the
+prompt and returns the tool.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ EXPLAIN = re.compile(r"\s*explain\s+(?:\(.*?\)\s*|analy[sz]e\s+)?", re.IGNORECAS
 PRAGMA = re.compile(r"\s*pragma\s+([A-Za-z_]+)", re.IGNORECASE)
 BATCH_ROWS = 4096
 DATA_DIR = "data"
+OUTPUTS_DIR = "outputs"
 M_ARENA_MAX = -8
 """glibc's ``mallopt`` parameter for the most malloc arenas."""
 
@@ -247,23 +249,25 @@ def frugal_memory() -> None:
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
-def protect_data() -> None:
-    """Make the data files and their folder read-only (a guard against accidents, not a boundary)."""
+def prepare_workdir() -> None:
+    """Make the data files and their folder read-only (a guard against accidents, not a boundary), and the
+    writable :data:`OUTPUTS_DIR` beside them."""
     for name in os.listdir(DATA_DIR):
         os.chmod(os.path.join(DATA_DIR, name), 0o444)
     os.chmod(DATA_DIR, 0o555)
+    os.makedirs(OUTPUTS_DIR, exist_ok=True)
 
 
 def install(loader_source: str, tables: dict[str, str], marker: str, schema_path: str | None) -> object:
     """Load ``tables`` from ``data/`` with the loader's source and return the tool (:func:`make_sql_tool`).
 
-    With ``schema_path`` (the episode's first install), first makes the data read-only, and writes
+    With ``schema_path`` (the episode's first install), first makes the data read-only and ``outputs/``, and writes
     ``{"columns": table -> [[name, type], ...] | None, "error": str | None}`` there. A file DuckDB cannot read
     is not an error here: the tool then answers every call with the reason.
     """
     frugal_memory()
     if schema_path is not None:
-        protect_data()
+        prepare_workdir()
     namespace: dict = {"__name__": "agentrl_sql_loader"}
     try:
         exec(compile(loader_source, "<sql loader>", "exec"), namespace)

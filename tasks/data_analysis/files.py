@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # duckdb is imported only when a connection is built
 
 SQL_LOADER_SOURCE = '''\
 """Load a task's data files into an in-memory DuckDB, one table per entry (DataAnalysis-v0)."""
+import csv
 import os
 import sqlite3
 
@@ -48,6 +49,10 @@ import pyarrow
 _SQLITE_AFFINITIES = (("INT", pyarrow.int64()), ("CHAR", pyarrow.string()), ("CLOB", pyarrow.string()),
                       ("TEXT", pyarrow.string()), ("BLOB", pyarrow.binary()), ("REAL", pyarrow.float64()),
                       ("FLOA", pyarrow.float64()), ("DOUB", pyarrow.float64()))
+
+
+_PANDAS_NA_VALUES = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
 
 
 def _loader_quote(identifier):
@@ -83,6 +88,33 @@ def _loader_sqlite_table(path, table):
     return pyarrow.table(columns, names=names)
 
 
+def _loader_csv_names(path):
+    """The column names pandas.read_csv gives the file by default: its first non-blank line split at commas
+    (byte-order mark dropped, spaces kept), an empty name at position i called "Unnamed: i", and repeated names
+    suffixed ".1", ".2", ... (skipping suffixed names the header already has), given names before unnamed ones."""
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        header = next((row for row in csv.reader(handle) if row), [])
+    names = [name or "Unnamed: " + str(index) for index, name in enumerate(header)]
+    unnamed = [index for index, name in enumerate(header) if not name]
+    counts = {}
+    for index in [index for index in range(len(names)) if index not in unnamed] + unnamed:
+        base = name = names[index]
+        count = counts.get(name, 0)
+        while count > 0:
+            counts[base] = count + 1
+            name = base + "." + str(count)
+            count = count + 1 if name in names else counts.get(name, 0)
+        names[index] = name
+        counts[name] = count + 1
+    return names
+
+
+def _loader_read_csv(connection, target, path):
+    connection.execute("CREATE TABLE " + target + " AS SELECT * FROM read_csv(?, header=true, names=?, delim=',', "
+                       "quote=?, escape=?, nullstr=?, null_padding=true, parallel=false, auto_detect=true)",
+                       [path, _loader_csv_names(path), '"', '"', list(_PANDAS_NA_VALUES)])
+
+
 def _loader_add_table(connection, folder, table, file_name):
     if file_name in ("", ".", "..") or "/" in file_name or "\\\\" in file_name:
         raise ValueError("expected a plain file name for table " + repr(table) + ", got " + repr(file_name))
@@ -90,7 +122,7 @@ def _loader_add_table(connection, folder, table, file_name):
     suffix = os.path.splitext(file_name)[1].lower()
     target = _loader_quote(table)
     if suffix == ".csv":
-        connection.execute("CREATE TABLE " + target + " AS SELECT * FROM read_csv(?, auto_detect=true)", [path])
+        _loader_read_csv(connection, target, path)
     elif suffix == ".parquet":
         connection.execute("CREATE TABLE " + target + " AS SELECT * FROM read_parquet(?)", [path])
     elif suffix in (".sqlite", ".sqlite3", ".db"):
@@ -114,9 +146,15 @@ def load_tables(folder, tables):
 '''
 """Source of ``load_tables(folder: str, tables: dict[str, str]) -> duckdb.DuckDBPyConnection``.
 
-Run it with ``exec`` in a fresh namespace (it also defines private helpers named ``_loader_*``
-and ``_SQLITE_AFFINITIES``). ``load_tables`` makes CSV tables with DuckDB's
-``read_csv(..., auto_detect=true)``, Parquet tables with ``read_parquet``, and SQLite tables by
+Run it with ``exec`` in a fresh namespace (it also defines private helpers named ``_loader_*``,
+``_SQLITE_AFFINITIES`` and ``_PANDAS_NA_VALUES``). ``load_tables`` makes CSV tables with DuckDB's
+``read_csv`` set to see the table ``pandas.read_csv(path)`` sees: the first non-blank line is always the header
+(DuckDB's sniffer would otherwise guess, and call a first line of mostly empty fields data), named as pandas
+names it (byte-order mark dropped, spaces around names kept, ``Unnamed: i`` for an empty name, ``.1`` after a
+repeated one), comma-separated with ``"`` quoting, UTF-8, pandas's default missing-value strings (``NA``,
+``null``, ``N/A``, ...) read as NULL, short rows padded with NULLs; column types are DuckDB's own guesses
+(a date column is a DATE, ``007`` stays text), as pandas's are its own. Parquet tables with ``read_parquet``,
+and SQLite tables by
 reading them with :mod:`sqlite3` (DuckDB's SQLite extension cannot be loaded here) into Arrow,
 typed by each column's declared affinity (values that do not fit become text). Extension
 auto-install and auto-load are off, and DuckDB runs one thread, so that a query gives the same rows

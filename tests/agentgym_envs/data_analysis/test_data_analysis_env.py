@@ -3,6 +3,7 @@ tool, the sandbox's limits."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -80,7 +81,7 @@ def test_only_the_named_files_are_in_the_sandbox_read_only(env, tasks):
     listing = ("import os\nprint(sorted(os.listdir('.')), sorted(os.listdir('data')), "
                "oct(os.stat('data').st_mode & 0o777), oct(os.stat('data/orders.csv').st_mode & 0o777))")
     observation, *_ = env.step(tool_call_action("python", code=listing))
-    assert "['data'] ['orders.csv'] 0o555 0o444" in observation
+    assert "['data', 'outputs'] ['orders.csv'] 0o555 0o444" in observation
     grep = ("import os\nhits = []\nfor top in ('/work', '/tmp'):\n"
             "    for root, _, names in os.walk(top):\n"
             "        for name in names:\n"
@@ -101,6 +102,36 @@ def test_the_python_tool_reads_csv_parquet_and_sqlite(env, tasks):
             "print(orders.amount.sum(), sorted(customers.city), products.price.max())")
     observation, _, _, _, info = env.step(tool_call_action("python", code=code))
     assert info["ok"] and "25.75 ['Paris', 'Paris', 'Rome'] 12.0" in observation
+
+
+@pytest.mark.slow
+def test_scipy_sklearn_statsmodels_matplotlib_and_openpyxl_run_in_the_sandbox(da_backend, tasks):
+    # their first import takes 3-7 s each on a busy machine: more than LIMITS' 5 s (the env's default is 30 s)
+    env = DataAnalysisEnv(tasks=tasks, sandbox=da_backend, sandbox_limits=dataclasses.replace(LIMITS, timeout_s=60))
+    env.reset(options={"task": tasks[1]})
+    code = ("import pandas as pd, scipy.stats, sklearn.linear_model, statsmodels.formula.api as smf, openpyxl\n"
+            "import matplotlib.pyplot as plt\n"
+            "orders = pd.read_csv('data/orders.csv')\n"
+            "test = scipy.stats.ttest_ind(orders.amount[:2], orders.amount[2:])\n"
+            "slope = sklearn.linear_model.LinearRegression().fit(orders[['order_id']], orders.amount).coef_[0]\n"
+            "ols = smf.ols('amount ~ order_id', data=orders).fit().params['order_id']\n"
+            "orders.plot(x='order_id', y='amount'); plt.savefig('outputs/amount.png')\n"
+            "orders.to_excel('outputs/orders.xlsx', index=False)\n"
+            "print(f'p={test.pvalue:.4f} slope={slope:.4f} ols={ols:.4f} backend={plt.get_backend().lower()}', "
+            "pd.read_excel('outputs/orders.xlsx').shape, sorted(__import__('os').listdir('outputs')))")
+    observation, _, _, _, info = env.step(tool_call_action("python", code=code))
+    env.close()
+    # by hand: pooled t of [5.5, 3.0] vs [10.25, 7.0] is -4.375 / sqrt(4.203125) = -2.134 on 2 degrees of freedom,
+    # p = 0.1664; the least-squares slope of amount on order_id is 1.175
+    assert info["ok"], observation
+    assert "p=0.1664 slope=1.1750 ols=1.1750 backend=agg (4, 4) ['amount.png', 'orders.xlsx']" in observation
+
+
+def test_outputs_is_writable_and_limited_by_the_disk_size(env, tasks):
+    env.reset(options={"task": tasks[1]})
+    code = f"open('outputs/big.bin', 'wb').write(b'x' * {LIMITS.disk_mb + 1} * 2**20)"
+    observation, _, _, _, info = env.step(tool_call_action("python", code=code))
+    assert not info["ok"] and not info["infra_error"] and "No space left on device" in observation
 
 
 def test_a_field_question_is_graded_on_the_answer_fields(env, tasks):
