@@ -34,7 +34,9 @@ Example::
     products = load_original_products("data/items_shuffle.json", "data/items_ins_v2.json")
     test = load_original_goals(products, instructions_path="data/items_human_ins.json", human=True, limit=500)
 
-or, to write files the shop's server and the environment load::
+or, to write files the shop's server and the environment load, in memory that does not grow with the
+items file (:func:`convert_original`: the files are parsed as they are read, with ijson, and only the
+products the goals need are kept)::
 
     python -m tasks.webshop.original --items data/items_shuffle.json --attributes data/items_ins_v2.json \\
         --instructions data/items_human_ins.json --human --out webshop-original
@@ -51,11 +53,12 @@ import math
 import random
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import ijson
 import numpy as np
 
 from tasks.records import Task
@@ -86,6 +89,7 @@ _MAX_ASIN_LENGTH = 10
 _NOT_DIGITS = re.compile(r"[^\d.]")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SHOWN_SKIPS = 3
+_HEAD_BYTES = 64 * 1024
 
 
 def load_original_products(
@@ -97,7 +101,28 @@ def load_original_products(
 ) -> list[Product]:
     """Load WebShop's ``items_shuffle*.json`` (and its ``items_ins_v2*.json``) as catalogue products.
 
-    Each item is cleaned as WebShop's ``load_products`` does:
+    The list of :func:`iter_original_products`; for WebShop's whole catalogue (1.18M items) use that
+    iterator or ``python -m tasks.webshop.original``, which never hold it in memory.
+
+    Example::
+
+        products = load_original_products("data/items_shuffle_1000.json", "data/items_ins_v2_1000.json")
+    """
+    return list(iter_original_products(items_path, attributes_path, limit=limit, seed=seed))
+
+
+def iter_original_products(
+    items_path: str | Path,
+    attributes_path: str | Path | None = None,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+) -> Iterator[Product]:
+    """Stream WebShop's ``items_shuffle*.json`` (and its ``items_ins_v2*.json``) as catalogue products.
+
+    The items file is parsed item by item (ijson), so memory does not grow with it; the attributes
+    file is read first, keeping only each asin's attributes. Each item is cleaned as WebShop's
+    ``load_products`` does:
 
     * items whose asin is ``"nan"`` or longer than 10 characters, and repeated asins, are skipped;
     * ``pricing`` is split at ``$`` and each piece stripped to digits and dots; one value is the price,
@@ -113,7 +138,8 @@ def load_original_products(
     rating is the first number in the value (``"4.5 out of 5 stars"`` -> 4.5), clamped to 1..5; 0, or
     no number, means no rating, and a review without a rating is left out.
 
-    An item that cannot be read is skipped; the skips are logged as one warning with their count.
+    An item that cannot be read is skipped; the skips are logged as one warning with their count once
+    the file is read.
 
     Args:
         items_path: The ``items_shuffle*.json`` file.
@@ -122,40 +148,56 @@ def load_original_products(
         limit: Read only the first ``limit`` items of the file (WebShop's ``num_products``).
         seed: Seed of the numpy generator that prices within a range are drawn from.
 
-    Returns:
+    Yields:
         The products, in file order.
 
     Raises:
         RecordFormatError: A file is not in WebShop's format (not JSON, not a list of products, not an
-            asin -> attributes object), or no item at all could be read.
-
-    Example::
-
-        products = load_original_products("data/items_shuffle_1000.json", "data/items_ins_v2_1000.json")
+            asin -> attributes object), or no item at all could be read (raised when the file ends).
     """
-    items = _read_json(items_path, list, "a JSON list of WebShop products (items_shuffle*.json)")[:limit]
-    attributes = {} if attributes_path is None else _read_instructions(attributes_path, human=False)
+    attributes = {} if attributes_path is None else read_original_attributes(attributes_path)
     rng = np.random.default_rng(seed)
-    products: list[Product] = []
-    skipped: list[str] = []
+    skipped = _Skips()
     seen: set[str] = set()
-    for index, item in enumerate(items):
+    count = 0
+    for index, item in enumerate(_stream_items(items_path, limit)):
+        count = index + 1
         try:
             product = _item_product(item, seen, attributes, rng)
         except RecordFormatError as error:
-            skipped.append(f"item {index}: {error}")
+            skipped.add(f"item {index}: {error}")
             continue
         seen.add(product.asin)
-        products.append(product)
-    if not products:
-        first = f"; first: {skipped[0]}" if skipped else ""
+        yield product
+    if not seen:
+        first = f"; first: {skipped.shown[0]}" if skipped.shown else ""
         raise RecordFormatError(f"{items_path}: expected WebShop products (objects with asin, name, query, pricing, "
-                                f"...), got none readable among {len(items)} items{first}")
-    _log_skipped(skipped, len(items), "WebShop items")
-    return products
+                                f"...), got none readable among {count} items{first}")
+    skipped.log(count, "WebShop items")
 
 
-def _item_product(item: Any, seen: set[str], attributes: Mapping[str, Any], rng: np.random.Generator) -> Product:
+def read_original_attributes(path: str | Path) -> dict[str, tuple[str, ...]]:
+    """Each product's own attributes from WebShop's ``items_ins_v2*.json`` (asin -> its ``attributes``), streamed.
+
+    Only the attributes are kept (each text once in memory), not the instructions.
+
+    Raises:
+        RecordFormatError: The file is not an ``items_ins_v2*.json`` (not JSON, not an object, an entry
+            that is not an object or whose ``attributes`` is not a list of strings).
+    """
+    texts: dict[str, str] = {}
+    attributes = {}
+    for asin, entry in _stream_instructions(path, human=False):
+        try:
+            own = _own_attributes(entry)
+        except RecordFormatError as error:
+            raise RecordFormatError(f"{path}: asin {asin!r}: {error}") from None
+        attributes[asin] = tuple(texts.setdefault(text, text) for text in own)
+    return attributes
+
+
+def _item_product(item: Any, seen: set[str], attributes: Mapping[str, tuple[str, ...]],
+                  rng: np.random.Generator) -> Product:
     if not isinstance(item, Mapping):
         raise RecordFormatError(f"expected a product object, got {type(item).__name__}")
     asin = item.get("asin")
@@ -174,7 +216,7 @@ def _item_product(item: Any, seen: set[str], attributes: Mapping[str, Any], rng:
         query=_text(item, "query", required=True).lower().strip(),
         price=_price(item.get("pricing"), rng),
         rating=_rating(item.get("average_rating", item.get("Rating"))),
-        attributes=_own_attributes(attributes.get(asin)),
+        attributes=attributes.get(asin, ()),
         options=_options(item.get("customization_options")),
         description=_text(item, "full_description"),
         features=_features(item.get("small_description")),
@@ -360,7 +402,7 @@ def load_original_goals(
         test = load_original_goals(products, instructions_path="data/items_human_ins.json", human=True, limit=500)
     """
     source = "human" if human else "synthetic"
-    entries = _read_instructions(instructions_path, human=human)
+    entries = _read_instructions(instructions_path, human=human, asins={product.asin for product in products})
     rng = np.random.default_rng(seed)
     instructions, skipped = (_human_instructions if human else _synthetic_instructions)(products, entries, rng)
     _log_skipped(skipped, len(instructions) + len(skipped), f"{source} instructions")
@@ -379,15 +421,29 @@ def load_original_goals(
     return tasks
 
 
-def _read_instructions(path: str | Path, *, human: bool) -> dict[str, Any]:
+def _read_instructions(path: str | Path, *, human: bool, asins: Collection[str]) -> dict[str, Any]:
+    """The entries of an instructions file for ``asins`` (the file streamed; other entries are not kept)."""
+    return {asin: entry for asin, entry in _stream_instructions(path, human=human) if asin in asins}
+
+
+def _stream_instructions(path: str | Path, *, human: bool) -> Iterator[tuple[str, Any]]:
+    """(asin, entry) of an instructions file, streamed; an entry of the other kind of file is refused."""
     kind = "items_human_ins.json: asin -> [{instruction, ...}]" if human else "items_ins_v2*.json: asin -> {...}"
-    entries = _read_json(path, dict, f"a JSON object of WebShop instructions ({kind})")
-    wrong = next((asin for asin, entry in entries.items() if isinstance(entry, list) != human), None)
-    if wrong is not None:
-        other = "items_ins_v2*.json" if human else "items_human_ins.json"
-        raise RecordFormatError(f"{path}: expected {kind}, got {type(entries[wrong]).__name__} for asin {wrong!r} "
-                                f"(is it {other}?)")
-    return entries
+    for asin, entry in _stream_json(path, "{", f"a JSON object of WebShop instructions ({kind})"):
+        if isinstance(entry, list) != human:
+            other = "items_ins_v2*.json" if human else "items_human_ins.json"
+            raise RecordFormatError(f"{path}: expected {kind}, got {type(entry).__name__} for asin {asin!r} "
+                                    f"(is it {other}?)")
+        yield asin, entry
+
+
+def instruction_asins(path: str | Path, *, human: bool) -> set[str]:
+    """The asins an instructions file makes goals for (streamed): a human file's asins with instructions, a
+    synthetic file's asins with an ``instruction``."""
+    if human:
+        return {asin for asin, entry in _stream_instructions(path, human=True) if entry}
+    return {asin for asin, entry in _stream_instructions(path, human=False)
+            if isinstance(entry, Mapping) and entry.get("instruction") is not None}
 
 
 def _synthetic_instructions(
@@ -562,14 +618,57 @@ def _split(index: int) -> str:
     return next((name for name, end in SPLIT_ENDS if index < end), "train")
 
 
-def _read_json(path: str | Path, kind: type, expected: str) -> Any:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise RecordFormatError(f"{path}: expected {expected}, got invalid JSON ({error})") from error
-    if not isinstance(data, kind):
-        raise RecordFormatError(f"{path}: expected {expected}, got a JSON {type(data).__name__}")
-    return data
+def _stream_items(path: str | Path, limit: int | None) -> Iterator[Any]:
+    """The items of an items file, streamed (the first ``limit`` when given)."""
+    items = _stream_json(path, "[", "a JSON list of WebShop products (items_shuffle*.json)")
+    return itertools.islice(items, limit)
+
+
+def _stream_json(path: str | Path, opening: str, expected: str) -> Iterator[Any]:
+    """A JSON list's items (``opening`` ``"["``) or an object's (key, value) pairs (``"{"``), parsed as read.
+
+    Raises:
+        RecordFormatError: The file holds another kind of JSON value, or is not JSON (found where it
+            breaks, after the values before it were yielded).
+    """
+    with open(path, "rb") as file:
+        first = _first_character(file)
+        if first != opening:
+            what = {"[": "a JSON list", "{": "a JSON dict", "": "an empty file"}.get(first, "invalid JSON")
+            raise RecordFormatError(f"{path}: expected {expected}, got {what}")
+        if opening == "[":
+            values = ijson.items(file, "item", use_float=True)
+        else:
+            values = ijson.kvitems(file, "", use_float=True)
+        try:
+            yield from values
+        except ijson.JSONError as error:
+            raise RecordFormatError(f"{path}: expected {expected}, got invalid JSON ({error})") from error
+
+
+def _first_character(file: BinaryIO) -> str:
+    """The first character of a file that is not white space or a byte-order mark; the file is left at its start."""
+    head = file.read(_HEAD_BYTES).lstrip(b"\xef\xbb\xbf \t\r\n")
+    file.seek(0)
+    return head[:1].decode("ascii", "replace")
+
+
+class _Skips:
+    """Skipped records: their count and the first few reasons (memory does not grow with the file)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shown: list[str] = []
+
+    def add(self, reason: str) -> None:
+        self.count += 1
+        if len(self.shown) < _SHOWN_SKIPS:
+            self.shown.append(reason)
+
+    def log(self, total: int, what: str) -> None:
+        if self.count:
+            more = " ..." if self.count > _SHOWN_SKIPS else ""
+            logger.warning("skipped %d of %d %s: %s%s", self.count, total, what, "; ".join(self.shown), more)
 
 
 def _log_skipped(skipped: Sequence[str], total: int, what: str) -> None:
@@ -601,15 +700,134 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _convert(args: argparse.Namespace) -> None:
-    products = load_original_products(args.items, args.attributes, limit=args.limit_products, seed=args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
-    _write_lines(args.out / "catalogue.jsonl", [json.dumps(p.to_dict(), ensure_ascii=False) for p in products])
-    logger.info("wrote %d products to %s", len(products), args.out / "catalogue.jsonl")
+    products, tasks = convert_original(args.out, args.items, args.attributes, args.instructions, human=args.human,
+                                       seed=args.seed, limit_products=args.limit_products,
+                                       limit_goals=args.limit_goals)
+    logger.info("wrote %d products to %s", products, args.out / "catalogue.jsonl")
     if args.instructions is not None:
-        tasks = load_original_goals(products, instructions_path=args.instructions, human=args.human,
-                                    seed=args.seed, limit=args.limit_goals)
-        _write_lines(args.out / "tasks.jsonl", [task.to_json() for task in tasks])
-        logger.info("wrote %d tasks to %s", len(tasks), args.out / "tasks.jsonl")
+        logger.info("wrote %d tasks to %s", tasks, args.out / "tasks.jsonl")
+
+
+def convert_original(
+    out: Path,
+    items_path: str | Path,
+    attributes_path: str | Path | None = None,
+    instructions_path: str | Path | None = None,
+    *,
+    human: bool = False,
+    seed: int = 0,
+    limit_products: int | None = None,
+    limit_goals: int | None = None,
+) -> tuple[int, int]:
+    """Write ``out/catalogue.jsonl`` (and ``out/tasks.jsonl``) from WebShop's files, in memory bounded by the goals.
+
+    The items file is streamed twice: once for the names of the products the instructions are about, once
+    to write every product as it is read, keeping only the products that share a name with one of them
+    (the goals and their ``matching_products`` need no other). The attributes file is held as each asin's
+    attributes only. The result is what :func:`load_original_products` and :func:`load_original_goals`
+    make of the same files.
+
+    Args:
+        out: The folder to write to (made if missing).
+        items_path: ``items_shuffle*.json``.
+        attributes_path: ``items_ins_v2*.json`` (the products' attributes), or None.
+        instructions_path: ``items_ins_v2*.json`` or (``human``) ``items_human_ins.json``; None writes no tasks.
+        human: Whether ``instructions_path`` holds human instructions.
+        seed: Seed of the price and price-limit draws.
+        limit_products: Read only the first N items.
+        limit_goals: Keep only the first N goals.
+
+    Returns:
+        The number of products and of tasks written.
+
+    Raises:
+        RecordFormatError: A file is not in WebShop's format.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    targets = set() if instructions_path is None else instruction_asins(instructions_path, human=human)
+    names = _names_of(items_path, targets, limit_products) if targets else set()
+    kept: list[Product] = []
+    written = 0
+    with (out / "catalogue.jsonl").open("w", encoding="utf-8") as catalogue:
+        for product in iter_original_products(items_path, attributes_path, limit=limit_products, seed=seed):
+            catalogue.write(json.dumps(product.to_dict(), ensure_ascii=False) + "\n")
+            written += 1
+            if product.title in names:
+                kept.append(product)
+    if instructions_path is None:
+        return written, 0
+    tasks = load_original_goals(kept, instructions_path=instructions_path, human=human, seed=seed, limit=limit_goals)
+    _write_lines(out / "tasks.jsonl", [task.to_json() for task in tasks])
+    return written, len(tasks)
+
+
+def _names_of(items_path: str | Path, asins: Collection[str], limit: int | None) -> set[str]:
+    """The names of the items of ``asins`` (streamed)."""
+    return {item["name"] for item in _stream_items(items_path, limit)
+            if isinstance(item, Mapping) and item.get("asin") in asins and isinstance(item.get("name"), str)}
+
+
+def write_original_format(folder: Path, products: Sequence[Product], count: int, *,
+                          instructions_every: int = 100) -> dict[str, Path]:
+    """Write ``count`` products in WebShop's file formats, for tests and scale benchmarks of the converter.
+
+    The products are cycled, each copy under its own asin (``B`` and 9 digits) and, after the first round,
+    its own name (the round's number appended: scraped names are nearly all distinct); every
+    ``instructions_every``-th item gets a synthetic instruction (in ``items_ins_v2.json``) and a human
+    one (in ``items_human_ins.json``) asking for its attributes and first option values. Each file is
+    written as it is made, so memory does not grow with ``count``.
+
+    Args:
+        folder: Where to write ``items_shuffle.json``, ``items_ins_v2.json`` and ``items_human_ins.json``.
+        products: The products to copy (e.g. the bundled catalogue).
+        count: How many items to write.
+        instructions_every: One item in this many gets instructions.
+
+    Returns:
+        ``{"items", "attributes", "human"}`` -> the files' paths.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"items": folder / "items_shuffle.json", "attributes": folder / "items_ins_v2.json",
+             "human": folder / "items_human_ins.json"}
+    with (paths["items"].open("w", encoding="utf-8") as items, paths["attributes"].open("w", encoding="utf-8") as ins,
+          paths["human"].open("w", encoding="utf-8") as human):
+        for file, opening in ((items, "["), (ins, "{"), (human, "{")):
+            file.write(opening)
+        humans = 0
+        for index in range(count):
+            product = products[index % len(products)]
+            asin, comma = f"B{index:09d}", "," if index else ""
+            items.write(comma + "\n" + json.dumps(_as_item(product, asin), ensure_ascii=False))
+            entry: dict[str, Any] = {"attributes": list(product.attributes)}
+            if index % instructions_every == 0:
+                wanted = list(product.attributes[:2])
+                values = [values[0] for values in product.options.values()]
+                entry |= {"instruction": f"i need {product.product_type}", "instruction_attributes": wanted}
+                human_entry = {"instruction": f"I am looking for {product.product_type}, {', '.join(values)}.",
+                               "instruction_attributes": wanted, "instruction_options": values}
+                human.write(("," if humans else "") + "\n" + json.dumps(asin) + ": " + json.dumps([human_entry]))
+                humans += 1
+            ins.write(comma + "\n" + json.dumps(asin) + ": " + json.dumps(entry, ensure_ascii=False))
+        for file, closing in ((items, "]"), (ins, "}"), (human, "}")):
+            file.write("\n" + closing + "\n")
+    return paths
+
+
+def _as_item(product: Product, asin: str) -> dict[str, Any]:
+    """A product as WebShop's ``items_shuffle*.json`` holds one."""
+    return {
+        "asin": asin,
+        "name": product.title,
+        "full_description": product.description,
+        "small_description": list(product.features),
+        "pricing": f"${product.price:.2f}",
+        "product_category": product.category_text,
+        "query": product.query,
+        "customization_options": {group: [{"value": value, "image": None} for value in values]
+                                  for group, values in product.options.items()},
+        "average_rating": product.rating,
+        "Reviews": [{"title": r.title, "stars": r.rating, "review": r.text} for r in product.reviews],
+    }
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,23 +9,26 @@ from __future__ import annotations
 import json
 import logging
 import random
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rewards.webshop import webshop_score
-from tasks.records import Task
+from tasks.records import Task, read_tasks
 from tasks.webshop import Goal, Product, Purchase, RecordFormatError, product_meets_goal
-from tasks.webshop.bundled import load_catalogue
+from tasks.webshop.bundled import DEFAULT_CATALOGUE, load_catalogue
 from tasks.webshop.original import (
     DEFAULT_PRICE,
     NO_PRICE_LIMIT,
     PRICE_STEPS,
     SHUFFLE_SEED,
+    convert_original,
     load_original_goals,
     load_original_products,
     main,
+    write_original_format,
 )
 
 SHOES = "B07SHOE001"
@@ -215,7 +218,12 @@ def test_limit_reads_the_first_items_only(files: dict[str, Path]) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"asin": "B1", "title": "t"}\n{"asin": "B2", "title": "u"}\n', "got invalid JSON"),  # our JSONL catalogue
+        # our JSONL catalogue: the file opens with an object
+        ('{"asin": "B1", "title": "t"}\n{"asin": "B2", "title": "u"}\n', "expected a JSON list.*got a JSON dict"),
+        # a list cut short: found where it breaks, as the file is streamed
+        ('[{"asin": "B1", "name": "t"', "got invalid JSON"),
+        ("", "got an empty file"),
+        ("nope", "got invalid JSON"),
         (json.dumps(ATTRIBUTES), "expected a JSON list of WebShop products.*got a JSON dict"),  # the wrong file
         (json.dumps([{"id": 1}, {"id": 2}]), "got none readable among 2 items"),  # a list, but not of products
         ("[]", "got none readable among 0 items"),
@@ -355,3 +363,40 @@ def test_cli_reports_a_wrong_file_without_a_traceback(
         main(["--items", str(files["attributes"]), "--out", str(tmp_path / "out")])
     assert exit_info.value.code == 2
     assert "expected a JSON list of WebShop products" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """2,500 items in WebShop's formats, copied from the bundled catalogue."""
+    return write_original_format(tmp_path_factory.mktemp("webshop-format"), load_catalogue(DEFAULT_CATALOGUE), 2_500)
+
+
+@pytest.mark.parametrize(("instructions", "human"), [("attributes", False), ("human", True)])
+def test_the_streamed_conversion_is_what_the_whole_file_loaders_make(
+    written: dict[str, Path], tmp_path: Path, instructions: str, human: bool
+) -> None:
+    counts = convert_original(tmp_path, written["items"], written["attributes"], written[instructions], human=human,
+                              seed=3)
+    products = load_original_products(written["items"], written["attributes"], seed=3)
+    tasks = load_original_goals(products, instructions_path=written[instructions], human=human, seed=3)
+    assert counts == (2_500, len(tasks)) and len(tasks) >= 25
+    assert load_catalogue(tmp_path / "catalogue.jsonl") == products
+    assert read_tasks(tmp_path / "tasks.jsonl") == tasks
+
+
+@pytest.mark.slow
+def test_the_conversion_memory_grows_far_slower_than_the_file(tmp_path: Path) -> None:
+    # the whole-file loader held the parsed file and every product (139 MB peak for 5,000 products); streamed,
+    # only each asin's id and attributes remain: about 230 bytes an item (an item of the file is about 1,100)
+    catalogue = load_catalogue(DEFAULT_CATALOGUE)
+    peaks, sizes = [], []
+    for count in (2_000, 8_000):
+        files = write_original_format(tmp_path / str(count), catalogue, count)
+        tracemalloc.start()
+        try:
+            convert_original(tmp_path / f"out-{count}", files["items"], files["attributes"])
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        sizes.append(files["items"].stat().st_size)
+    assert (peaks[1] - peaks[0]) / 6_000 < 400 and peaks[1] < sizes[1] / 2, (peaks, sizes)
