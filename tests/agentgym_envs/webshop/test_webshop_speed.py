@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from agentgym_envs.webshop import ShopServer
-from agentgym_envs.webshop.speed import render, step_latency, throughput
+from agentgym_envs.webshop.speed import render, render_scale, scale, step_latency, throughput
 from tasks import load_split
 
 TASKS = load_split("WebShop", "test")[:3]
@@ -28,3 +32,15 @@ def server_sessions(server: ShopServer) -> int:
 
     with ShopClient(server.url) as shop:
         return int(shop.health()["sessions"])
+
+
+@pytest.mark.slow
+def test_scale_converts_indexes_and_searches_a_catalogue_in_webshops_format(tmp_path):
+    report = scale(300, searches=20, workdir=tmp_path)
+    assert (report.products, report.tasks, report.searches) == (300, 3, 20)  # one item in 100 has an instruction
+    assert 0 < report.search_p50_ms <= report.search_p99_ms
+    assert report.convert_peak_rss_mb > 10 and report.index_build_peak_rss_mb > 10 and report.server_rss_mb > 10
+    assert list(tmp_path.iterdir()) == []  # the files are removed
+    bigger = dataclasses.replace(report, products=600, convert_s=2 * report.convert_s)
+    text = render_scale([report, bigger])
+    assert "300" in text and "600" in text and "at WebShop's 1,181,436 products (linear through 300 and 600)" in text
