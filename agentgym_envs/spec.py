@@ -153,19 +153,6 @@ class Relabeling:
     reason: str
 
 
-@dataclass(frozen=True)
-class SplitBuilder:
-    """How an env's bundled splits are regenerated: every file in memory, and the folder they are checked into.
-
-    Attributes:
-        build: File name -> exact bytes (the split files and their manifest); the same bytes on every run.
-        folder: Where the files live (an env's :attr:`EnvSpec.splits_dir`, or its folder under ``tasks/data``).
-    """
-
-    build: Callable[[], Mapping[str, bytes]]
-    folder: Path
-
-
 def random_policy(seed: int) -> Policy:
     """The generic random policy (random tool calls and answers), for an env that names none of its own."""
     from agentgym_envs.policies.random_policy import RandomPolicy
@@ -199,8 +186,6 @@ class EnvSpec:
         probe_catalogue: Lists its reward-hacking probes (``agentgym_envs.probing.Probe``) without playing them
             (None: it lists none).
         splits_dir: The folder of its bundled task splits (None: the project's ``tasks/data``).
-        split_builder: Regenerates its bundled splits (``python -m tasks.build_splits``; None: they are not
-            regenerated there).
         speed: Runs its speed benchmark on command-line arguments and returns the exit status
             (``python -m benchmarks.speed <alias> ...``; None: it has none).
         relabeling: Whether hindsight relabeling applies to it, and why (None: not assessed).
@@ -221,7 +206,6 @@ class EnvSpec:
     probes: Callable[[ProbeSettings], Sequence[Any]] | None = None
     probe_catalogue: Callable[[], Sequence[Any]] | None = None
     splits_dir: Path | None = None
-    split_builder: SplitBuilder | None = None
     speed: Callable[[Sequence[str]], int] | None = None
     relabeling: Relabeling | None = None
 

@@ -1,109 +1,33 @@
-"""Build the bundled benchmark splits (PythonSandbox, Search, WebShop, DataAnalysis), or check that they are current.
+"""Build the bundled benchmark splits, or check that they are current, from what each bundle's manifest names.
 
 Usage::
 
-    python -m tasks.build_splits                  # (re)write every folder under tasks/data/
-    python -m tasks.build_splits --check          # exit 1, with a summary, if a rebuild would change any byte
-    python -m tasks.build_splits --env Search     # only one environment's files
+    python -m tasks.build_splits                     # (re)write every bundle under tasks/data/ that names a builder
+    python -m tasks.build_splits --check             # exit 1, with a summary, if a rebuild would change any byte
+    python -m tasks.build_splits --env Search        # only one bundle (its manifest's env name)
+    python -m tasks.build_splits --folder my/data    # a bundle of your own (your env's ``splits_dir``)
 
-PythonSandbox: each split alternates math and code tasks (half each) with difficulties cycling 1..5 in each
-family. Split ``s`` draws seeds upward from ``SEED_BASES[s]``; the ranges are a million apart, and a
-seed whose task repeats a prompt already used (in this or an earlier split) is skipped, so
-train, dev and test never share a prompt. The output depends only on the generators' code:
-there is no set iteration, string hashing or float formatting in it.
-
-Search: the ``fictional-v1`` corpus and its train/dev/test questions, built by
-:func:`tasks.search.bundled.build_search_files` (see that module).
-
-WebShop: the ``generated-v1`` catalogue and its train/dev/test goals, disjoint by product group, built by
-:func:`tasks.webshop.bundled.build_webshop_files` (see that module).
-
-DataAnalysis: the generated datasets and their train/dev/test questions, disjoint by dataset, each answer computed
-by a pandas and a SQL reference that agree, built by :func:`tasks.data_analysis.bundled.build_data_analysis_files`
-(see that module; about a minute).
+A bundle is a folder with a ``MANIFEST.json`` (:mod:`tasks.splits`). Its manifest's ``builder`` names the function
+that makes every file of the folder in memory, as ``module:function`` returning file name -> exact bytes (the
+manifest included, with the same ``builder``): for instance ``tasks.search.bundled:build_search_files``. So this
+command lists no environment, and a third-party env whose bundle names its builder is rebuilt and checked the same
+way. A bundle without a builder (SWE-v0's, built in sandboxes by ``python -m agentgym_envs.swe.synthesize --bundle``)
+is skipped, and said to be.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
+from importlib import import_module
 from pathlib import Path
 
-from tasks import python_code, python_math
-from tasks.data_analysis.bundled import build_data_analysis_files
-from tasks.records import Task
-from tasks.search.bundled import build_search_files
 from tasks.splits import MANIFEST_NAME
-from tasks.webshop.bundled import build_webshop_files
 
-ENV = "PythonSandbox"
-SPLIT_SIZES = {"train": 400, "dev": 100, "test": 100}
-SEED_BASES = {"train": 1_000_000, "dev": 2_000_000, "test": 3_000_000}
-DEFAULT_OUT = Path(__file__).parent / "data" / "python_sandbox"
-DEFAULT_SEARCH_OUT = Path(__file__).parent / "data" / "search"
-DEFAULT_WEBSHOP_OUT = Path(__file__).parent / "data" / "webshop"
-DEFAULT_DATA_ANALYSIS_OUT = Path(__file__).parent / "data" / "data_analysis"
-ENVS = ("PythonSandbox", "Search", "WebShop", "DataAnalysis")
-
-_Generator = Callable[..., Task]
-_FAMILIES: tuple[_Generator, ...] = (python_math.generate_math_task, python_code.generate_code_task)
-
-
-class _SeedStream:
-    """Hands out consecutive seeds of one split, skipping tasks whose prompt was already used."""
-
-    def __init__(self, split: str, used_prompts: set[str]) -> None:
-        self.split = split
-        self.next_seed = SEED_BASES[split]
-        self.used_prompts = used_prompts
-
-    def fresh_task(self, generate: _Generator, difficulty: int, index: int) -> Task:
-        """The next task from ``generate`` whose prompt is new."""
-        while True:
-            task = generate(self.next_seed, difficulty, split=self.split, index=index)
-            self.next_seed += 1
-            if task.prompt not in self.used_prompts:
-                self.used_prompts.add(task.prompt)
-                return task
-
-
-def _split_tasks(split: str, used_prompts: set[str]) -> list[Task]:
-    """The tasks of one split: math and code alternating, difficulty cycling 1..5 per family."""
-    stream = _SeedStream(split, used_prompts)
-    tasks = []
-    for index in range(SPLIT_SIZES[split] // len(_FAMILIES)):
-        difficulty = 1 + index % 5
-        tasks.extend(stream.fresh_task(generate, difficulty, index) for generate in _FAMILIES)
-    return tasks
-
-
-def build_python_sandbox_splits() -> dict[str, bytes]:
-    """Generate every split file and the manifest, in memory.
-
-    Returns:
-        File name -> exact bytes, for ``train.jsonl``, ``dev.jsonl``, ``test.jsonl`` and
-        ``MANIFEST.json``.
-    """
-    used_prompts: set[str] = set()
-    files: dict[str, bytes] = {}
-    entries = {}
-    for split in SPLIT_SIZES:
-        tasks = _split_tasks(split, used_prompts)
-        data = "".join(task.to_json() + "\n" for task in tasks).encode("utf-8")
-        name = f"{split}.jsonl"
-        files[name] = data
-        entries[split] = {"file": name, "count": len(tasks), "sha256": hashlib.sha256(data).hexdigest()}
-    manifest = {
-        "env": ENV,
-        "generator_versions": {"code": python_code.GENERATOR_VERSION, "math": python_math.GENERATOR_VERSION},
-        "seed_bases": SEED_BASES,
-        "splits": entries,
-    }
-    files[MANIFEST_NAME] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    return files
+BUNDLED_ROOT = Path(__file__).parent / "data"
+"""The folder of the bundles installed with the project, one sub-folder each."""
 
 
 def _describe_difference(name: str, fresh: bytes, bundled: bytes) -> str:
@@ -143,58 +67,97 @@ def check_bundled(files: dict[str, bytes], folder: Path) -> list[str]:
     return problems
 
 
-def _selected(args: argparse.Namespace) -> dict[str, Path]:
-    """Environment -> output folder of what to build: ``--env``, else those whose folder was given, else all."""
-    folders = {"PythonSandbox": args.out, "Search": args.search_out, "WebShop": args.webshop_out,
-               "DataAnalysis": args.data_analysis_out}
-    envs = args.env or [env for env, folder in folders.items() if folder is not None] or list(ENVS)
-    defaults = {"PythonSandbox": DEFAULT_OUT, "Search": DEFAULT_SEARCH_OUT, "WebShop": DEFAULT_WEBSHOP_OUT,
-                "DataAnalysis": DEFAULT_DATA_ANALYSIS_OUT}
-    return {env: folders[env] or defaults[env] for env in ENVS if env in envs}
+def bundle_folders(root: Path = BUNDLED_ROOT) -> dict[str, Path]:
+    """Env name (the manifest's ``env``) -> folder, for every sub-folder of ``root`` holding a manifest."""
+    folders = [folder for folder in sorted(root.iterdir()) if (folder / MANIFEST_NAME).is_file()]
+    return {read_manifest(folder)["env"]: folder for folder in folders}
 
 
-def _build(env: str) -> dict[str, bytes]:
-    builders = {"PythonSandbox": build_python_sandbox_splits, "Search": build_search_files,
-                "WebShop": build_webshop_files,
-                "DataAnalysis": build_data_analysis_files}  # looked up per call, so tests can replace a builder
-    return builders[env]()
+def read_manifest(folder: Path) -> dict:
+    """The parsed manifest of a bundle folder.
+
+    Raises:
+        ValueError: ``folder`` holds no manifest.
+    """
+    path = folder / MANIFEST_NAME
+    if not path.is_file():
+        raise ValueError(f"expected a bundle folder with a {MANIFEST_NAME}, got {folder}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def build_files(manifest: Mapping[str, object]) -> Mapping[str, bytes]:
+    """Every file of a bundle, made in memory by the builder its manifest names (``module:function``).
+
+    Raises:
+        ValueError: The manifest names no builder, or one that cannot be imported.
+    """
+    builder = manifest.get("builder")
+    if not isinstance(builder, str) or ":" not in builder:
+        raise ValueError(f"{manifest.get('env')}: expected the manifest's 'builder' as 'module:function', got "
+                         f"{builder!r}")
+    module, function = builder.split(":", 1)
+    try:
+        return getattr(import_module(module), function)()
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{manifest.get('env')}: the manifest's builder {builder!r} cannot be loaded: {exc}") from exc
+
+
+def selected(envs: Sequence[str] | None, folders: Sequence[Path], out: Path | None) -> dict[str, tuple[dict, Path]]:
+    """Env name -> (its manifest, the folder to build or check) for the named bundled envs (default all, unless
+    folders are given) and the given folders; with ``out``, the one selected bundle goes there instead.
+
+    Raises:
+        ValueError: An env name with no bundle, a folder with no manifest, or ``out`` with more than one bundle.
+    """
+    bundled = bundle_folders()
+    unknown = sorted(set(envs or ()) - set(bundled))
+    if unknown:
+        raise ValueError(f"--env: expected bundled env names among {sorted(bundled)}, got {unknown}")
+    chosen = [bundled[env] for env in envs or ([] if folders else bundled)] + list(folders)
+    targets = {manifest["env"]: (manifest, folder) for folder in chosen for manifest in [read_manifest(folder)]}
+    if out is not None:
+        if len(targets) != 1:
+            raise ValueError(f"--out: expected exactly one bundle (--env or --folder), got {sorted(targets)}")
+        targets = {env: (manifest, out) for env, (manifest, _) in targets.items()}
+    return targets
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m tasks.build_splits", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--check", action="store_true", help="compare a rebuild with the files; write nothing"
-    )
-    parser.add_argument("--env", action="append", choices=ENVS,
-                        help="build only this environment's files (repeatable; default: all, or those whose "
-                             "folder is given)")
+    parser.add_argument("--check", action="store_true", help="compare a rebuild with the files; write nothing")
+    parser.add_argument("--env", action="append",
+                        help=f"a bundled env's name (repeatable; default: every bundle under {BUNDLED_ROOT})")
+    parser.add_argument("--folder", action="append", type=Path, default=[],
+                        help="a bundle folder of your own whose manifest names its builder (repeatable)")
     parser.add_argument("--out", type=Path, default=None,
-                        help=f"folder of the PythonSandbox split files (default {DEFAULT_OUT})")
-    parser.add_argument("--search-out", type=Path, default=None,
-                        help=f"folder of the Search corpus and split files (default {DEFAULT_SEARCH_OUT})")
-    parser.add_argument("--webshop-out", type=Path, default=None,
-                        help=f"folder of the WebShop catalogue and split files (default {DEFAULT_WEBSHOP_OUT})")
-    parser.add_argument("--data-analysis-out", type=Path, default=None,
-                        help="folder of the DataAnalysis datasets and split files "
-                             f"(default {DEFAULT_DATA_ANALYSIS_OUT})")
+                        help="build or check the one selected bundle in this folder instead of its own")
     args = parser.parse_args(argv)
-    targets = _selected(args)
-    if args.check:
-        problems = []
-        for env, folder in targets.items():
-            problems.extend(check_bundled(_build(env), folder))
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        print("bundled splits are up to date" if not problems else f"{len(problems)} file(s) out of date")
-        return 1 if problems else 0
-    for env, folder in targets.items():
-        files = _build(env)
+    try:
+        targets = selected(args.env, args.folder, args.out)
+    except ValueError as exc:
+        parser.error(str(exc))
+    problems = []
+    for env, (manifest, folder) in targets.items():
+        if "builder" not in manifest:
+            print(f"skipped {env}: its manifest names no builder")
+            continue
+        try:
+            files = build_files(manifest)
+        except ValueError as exc:
+            parser.error(str(exc))
+        if args.check:
+            problems.extend(f"{env}: {problem}" for problem in check_bundled(files, folder))
+            continue
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
             (folder / name).write_bytes(data)
         print(f"wrote {len(files)} {env} files to {folder}")
-    return 0
+    if args.check:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print("bundled splits are up to date" if not problems else f"{len(problems)} file(s) out of date")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ source checkout and from an installed wheel.
 The Search bundle (``tasks/data/search/``) also lists its corpora in the manifest
 (``tasks.search.load_corpus`` reads them through :func:`read_bundled_file`).
 
+A manifest may name its ``builder`` (``module:function`` making every file of the folder), which
+``python -m tasks.build_splits`` calls to rebuild or check the folder.
+
 A bundle may also live in a folder of your own (``splits_dir=``: the same layout and manifest as
 ``tasks/data/<name>/``), for an environment whose splits are not installed with this package, or for
 splits of ours that you made yourself.

@@ -32,6 +32,9 @@ from tasks.data_analysis.references import write_files
 from tasks.records import Task
 from tasks.splits import MANIFEST_NAME
 
+BUILDER = "tasks.data_analysis.bundled:build_data_analysis_files"
+"""What the manifest names as its builder (``python -m tasks.build_splits`` calls it)."""
+
 DATASETS_FILE = "datasets.jsonl"
 SPLIT_SIZES = {"train": 400, "dev": 100, "test": 100}
 SPLIT_DATASETS = {"train": 40, "dev": 10, "test": 10}
@@ -74,7 +77,8 @@ def build_data_analysis_files() -> dict[str, bytes]:
         splits[split] = {"file": f"{split}.jsonl", "count": len(tasks), "sha256": hashlib.sha256(data).hexdigest(),
                          "datasets": [dataset.name for dataset in datasets[split]]}
     manifest = {
-        "env": ENV, "generator_versions": {"datasets": GENERATOR_VERSION, "questions": QUESTIONS_VERSION},
+        "builder": BUILDER, "env": ENV,
+        "generator_versions": {"datasets": GENERATOR_VERSION, "questions": QUESTIONS_VERSION},
         "dataset_seed_base": DATASET_SEED_BASE,
         "datasets": {"file": DATASETS_FILE, "count": len(lines),
                      "sha256": hashlib.sha256(files[DATASETS_FILE]).hexdigest()},

@@ -28,6 +28,9 @@ from tasks.search.search_world import SearchWorld, build_search_world, corpus_by
 from tasks.search.world import generate_world
 from tasks.splits import MANIFEST_NAME, bundle_manifest, read_bundled_file
 
+BUILDER = "tasks.search.bundled:build_search_files"
+"""What the manifest names as its builder (``python -m tasks.build_splits`` calls it)."""
+
 ENV = "Search"
 DATA_FOLDER = "search"
 DEFAULT_CORPUS = "fictional-v1"
@@ -101,7 +104,7 @@ def build_search_files() -> dict[str, bytes]:
         data = "".join(task.to_json() + "\n" for task in tasks).encode("utf-8")
         files[f"{split}.jsonl"] = data
         splits[split] = {"file": f"{split}.jsonl", "count": len(tasks), "sha256": hashlib.sha256(data).hexdigest()}
-    manifest = {"env": ENV, "generator_versions": generator_versions(), "corpora": corpora,
+    manifest = {"builder": BUILDER, "env": ENV, "generator_versions": generator_versions(), "corpora": corpora,
                 "question_seeds": QUESTION_SEEDS, "corpus": SPLITS_CORPUS, "splits": splits}
     files[MANIFEST_NAME] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return files

@@ -36,6 +36,9 @@ from tasks.webshop.catalogue import GENERATOR_VERSION, base_asin, generate_catal
 from tasks.webshop.goals import DIFFICULTY_LEVELS, generate_goals, product_meets_goal
 from tasks.webshop.records import Goal, Product, RecordFormatError
 
+BUILDER = "tasks.webshop.bundled:build_webshop_files"
+"""What the manifest names as its builder (``python -m tasks.build_splits`` calls it)."""
+
 ENV = "WebShop"
 DEFAULT_CATALOGUE = "generated-v1"
 """The catalogue the bundled splits are about, and the shop's default."""
@@ -161,9 +164,9 @@ def build_webshop_files() -> dict[str, bytes]:
         data = "".join(task.to_json() + "\n" for task in tasks).encode("utf-8")
         files[f"{split}.jsonl"] = data
         splits[split] = {"file": f"{split}.jsonl", "count": len(tasks), "sha256": hashlib.sha256(data).hexdigest()}
-    manifest = {"env": ENV, "generator_versions": {"webshop": GENERATOR_VERSION}, "catalogues": catalogues,
-                "catalogue": SPLITS_CATALOGUE, "goal_seeds": GOAL_SEEDS, "partition_seed": PARTITION_SEED,
-                "splits": splits}
+    manifest = {"builder": BUILDER, "env": ENV, "generator_versions": {"webshop": GENERATOR_VERSION},
+                "catalogues": catalogues, "catalogue": SPLITS_CATALOGUE, "goal_seeds": GOAL_SEEDS,
+                "partition_seed": PARTITION_SEED, "splits": splits}
     files[MANIFEST_NAME] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return files
 

@@ -13,7 +13,7 @@ import pytest
 
 from rewards.data_analysis import field_matches, parse_answer_fields, tables_match
 from tasks import load_split
-from tasks.build_splits import DEFAULT_DATA_ANALYSIS_OUT, check_bundled
+from tasks.build_splits import BUNDLED_ROOT, check_bundled
 from tasks.data_analysis import FAMILIES, dataset_files, load_dataset, task_files
 from tasks.data_analysis.bundled import SPLIT_SIZES, build_data_analysis_files
 from tasks.data_analysis.references import run_pandas, run_sql, write_files
@@ -21,6 +21,7 @@ from tasks.records import Task
 from tasks.splits import bundle_manifest
 
 SPLITS = tuple(SPLIT_SIZES)
+BUNDLE = BUNDLED_ROOT / "data_analysis"
 ALLOWED_IMPORTS = {"json", "sqlite3", "pandas", "decimal"}
 
 
@@ -55,7 +56,7 @@ def test_splits_are_disjoint_by_dataset(splits: dict[str, list[Task]]) -> None:
 
 
 def test_the_bundle_stays_small() -> None:
-    assert sum(path.stat().st_size for path in DEFAULT_DATA_ANALYSIS_OUT.iterdir()) < 4_000_000
+    assert sum(path.stat().st_size for path in BUNDLE.iterdir()) < 4_000_000
 
 
 def test_each_task_names_its_files_and_tables(splits: dict[str, list[Task]]) -> None:
@@ -130,4 +131,4 @@ def test_a_reference_runs_unchanged_in_a_fresh_interpreter_per_family(tmp_path: 
 
 @pytest.mark.slow
 def test_build_splits_check_finds_the_bundle_current() -> None:
-    assert check_bundled(build_data_analysis_files(), DEFAULT_DATA_ANALYSIS_OUT) == []
+    assert check_bundled(build_data_analysis_files(), BUNDLE) == []

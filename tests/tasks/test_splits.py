@@ -29,7 +29,8 @@ from tasks import (
     load_split,
 )
 from tasks import splits as splits_module
-from tasks.build_splits import SPLIT_SIZES, build_python_sandbox_splits, check_bundled, main
+from tasks.build_splits import check_bundled, main
+from tasks.python_bundled import SPLIT_SIZES, build_python_sandbox_splits
 from tasks.splits import MANIFEST_NAME, bundle_manifest, write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,12 +127,12 @@ def test_main_writes_and_checks(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(build_splits, "build_python_sandbox_splits", lambda: fresh_files)  # skip rebuilds
-    assert main(["--out", str(tmp_path)]) == 0
+    monkeypatch.setattr(build_splits, "build_files", lambda manifest: fresh_files)  # skip rebuilds
+    assert main(["--env", "PythonSandbox", "--out", str(tmp_path)]) == 0
     assert check_bundled(fresh_files, tmp_path) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in BUNDLED.iterdir())
     (tmp_path / "train.jsonl").write_bytes(b"")
-    assert main(["--check", "--out", str(tmp_path)]) == 1
+    assert main(["--check", "--env", "PythonSandbox", "--out", str(tmp_path)]) == 1
     assert "train.jsonl: 0 of 400 lines differ" in capsys.readouterr().err
 
 

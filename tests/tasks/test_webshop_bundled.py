@@ -157,14 +157,14 @@ def test_build_is_identical_in_another_process(fresh_files: dict[str, bytes]) ->
 
 def test_check_names_the_changed_product(fresh_files: dict[str, bytes], tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(build_splits, "build_webshop_files", lambda: fresh_files)  # skip rebuilds
-    assert main(["--webshop-out", str(tmp_path)]) == 0
-    assert main(["--check", "--env", "WebShop", "--webshop-out", str(tmp_path)]) == 0
+    monkeypatch.setattr(build_splits, "build_files", lambda manifest: fresh_files)  # skip rebuilds
+    assert main(["--env", "WebShop", "--out", str(tmp_path)]) == 0
+    assert main(["--check", "--env", "WebShop", "--out", str(tmp_path)]) == 0
     path = tmp_path / "catalogue-generated-v1.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     lines[5] = lines[5].replace('"price": ', '"price": 1', 1)
     path.write_text("".join(lines))
-    assert main(["--check", "--webshop-out", str(tmp_path)]) == 1
+    assert main(["--check", "--env", "WebShop", "--out", str(tmp_path)]) == 1
     asin = json.loads(lines[5])["asin"]
     assert f"catalogue-generated-v1.jsonl: 1 of 1080 lines differ, first at line 6 ({asin})" in capsys.readouterr().err
 

@@ -184,10 +184,10 @@ def test_a_changed_corpus_file_is_refused(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_main_writes_and_checks_search(fresh_files: dict[str, bytes], tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(build_splits, "build_search_files", lambda: fresh_files)  # skip rebuilds
-    assert main(["--search-out", str(tmp_path)]) == 0
+    monkeypatch.setattr(build_splits, "build_files", lambda manifest: fresh_files)  # skip rebuilds
+    assert main(["--env", "Search", "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(fresh_files)
-    assert main(["--check", "--env", "Search", "--search-out", str(tmp_path)]) == 0
+    assert main(["--check", "--env", "Search", "--out", str(tmp_path)]) == 0
     (tmp_path / "dev.jsonl").write_bytes(b"")
-    assert main(["--check", "--env", "Search", "--search-out", str(tmp_path)]) == 1
+    assert main(["--check", "--env", "Search", "--out", str(tmp_path)]) == 1
     assert "dev.jsonl: 0 of 100 lines differ" in capsys.readouterr().err
