@@ -47,14 +47,33 @@ ABS_TOL = 1e-6
 """DABench's numeric rule: ``abs(float(response) - float(label)) < 1e-6``."""
 
 
+_FIELD_OPENING = re.compile(r"@(\w+)\[")
+
+
 def extract_fields(response: str) -> dict[str, str]:
     """The fields of a response as DABench reads them: every :data:`FIELD_PATTERN` match, the last value of a name.
+
+    The result is ``dict(FIELD_PATTERN.findall(response))``, found in linear time: the regex itself looks for a
+    ``]`` to the end of the line from every ``@name[`` that has none, which takes seconds on a 32 kB answer
+    made of ``@a[`` alone.
 
     Example:
         >>> extract_fields("@a[[1, 2]] @b[x]")
         {'a': '[1, 2', 'b': 'x'}
     """
-    return dict(FIELD_PATTERN.findall(response))
+    fields = {}
+    position = 0
+    while opening := _FIELD_OPENING.search(response, position):
+        close = response.find("]", opening.end())
+        if close == -1:  # no "]" anywhere after: no later field can close either
+            break
+        line_end = response.find("\n", opening.end(), close)
+        if line_end != -1:  # every opening before this line's end meets the line's end before a "]"
+            position = line_end + 1
+            continue
+        fields[opening.group(1)] = response[opening.end():close]
+        position = close + 1
+    return fields
 
 
 def is_equal(response: Any, label: Any) -> bool:

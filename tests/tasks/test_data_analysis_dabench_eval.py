@@ -10,10 +10,19 @@ import types
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rewards.data_analysis import dabench_reward, data_analysis_reward
 from tasks.data_analysis.dabench import read_dabench
-from tasks.data_analysis.dabench_eval import dabench_metrics, grade, label_fields, score_responses
+from tasks.data_analysis.dabench_eval import (
+    FIELD_PATTERN,
+    dabench_metrics,
+    extract_fields,
+    grade,
+    label_fields,
+    score_responses,
+)
 from tasks.records import Task, Trajectory, Turn
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dabench"
@@ -111,6 +120,19 @@ def test_exact_mode_agrees_with_dabench_and_the_default_differs_as_documented(
     assert result.value == float(all(marks))
     assert result.components["psaq"] == sum(marks) / len(marks)
     assert data_analysis_reward(_task(labels), _trajectory(response), {}).value == forgiving
+
+
+@given(st.text(alphabet="@[]\n\r a_1é.", max_size=60))
+def test_fields_are_read_as_dabenchs_regex_reads_them(response: str) -> None:
+    assert extract_fields(response) == dict(FIELD_PATTERN.findall(response))
+
+
+def test_an_answer_of_unclosed_fields_is_read_in_linear_time() -> None:
+    import time
+
+    started = time.perf_counter()
+    assert extract_fields("@a[" * 10_922) == {}  # DABench's own regex takes seconds on this
+    assert time.perf_counter() - started < 0.5
 
 
 def test_the_table_covers_cases_where_the_two_modes_disagree_both_ways() -> None:
