@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 from agentgym_envs.data_analysis import DataAnalysisEnv, default_reward, extract_query
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.policies.base import answer_action, tool_call_action
-from rewards import data_analysis_reward, sql_result_reward
+from rewards import dabench_reward, data_analysis_reward, sql_result_reward
 from tasks import Task
 
 from .conftest import CITY_TOTALS_SQL, LIMITS, SECRET
@@ -172,6 +172,13 @@ def test_rewards_per_family_and_shaping_terms_at_weight_zero():
     sql, fields = default_reward("sql"), default_reward("filtering")
     assert [(term.name, term.weight) for term in sql.terms] == [("outcome", 1.0), ("format", 0.0), ("tool_use", 0.0)]
     assert sql.terms[0].fn is sql_result_reward and fields.terms[0].fn is data_analysis_reward
+
+
+def test_the_dabench_grader_grades_the_fields_and_an_unknown_grader_is_refused(tasks):
+    sql, fields = default_reward("sql", "dabench"), default_reward("filtering", "dabench")
+    assert sql.terms[0].fn is sql_result_reward and fields.terms[0].fn is dabench_reward
+    with pytest.raises(EnvConfigError, match=r"grader: expected one of \['dabench', 'forgiving'\], got 'exact'"):
+        DataAnalysisEnv(tasks=tasks, grader="exact")
 
 
 def test_a_pool_of_another_image_is_refused(tasks, backend_problems):
