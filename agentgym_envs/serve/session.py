@@ -231,7 +231,14 @@ class EpisodeSession:
         if self._env is None:
             self._env = make(self.served.config.env_id, **self.served.config.env_kwargs)
         options = {key: value for key, value in (("task", task), ("difficulty", difficulty)) if value is not None}
-        observation, info = self._env.reset(seed=seed, options=options or None)
+        try:
+            observation, info = self._env.reset(seed=seed, options=options or None)
+        except Exception:
+            # Gymnasium's env checker keeps the failed reset's state (its next step raises), so a failed reset
+            # costs the env: the next reset makes a fresh one.
+            self._env, env = None, self._env
+            env.close()
+            raise
         self.prompt, self.reset_info = observation, jsonable(info)
         self.steps, self.last = 0, None
         return self.prompt, self.reset_info
