@@ -187,23 +187,6 @@ LOGNORMAL_SIGMA = math.log(10) / NormalDist().inv_cdf(0.99)
 HELD_OUT_SPLITS = ("test", "dev")
 """Where the benchmark's questions come from, in order (single-hop questions only)."""
 
-TOOL_CALLING_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{%- if message.role == 'tool' %}"
-    "{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- else %}"
-    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') }}"
-    "{%- for call in message.tool_calls or [] %}"
-    "{{- '<tool_call>' + {'name': call.function.name, 'arguments': call.function.arguments} | tojson"
-    " + '</tool_call>' }}"
-    "{%- endfor %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-"""The tiny model's ChatML template plus assistant ``tool_calls`` rendered as Hermes ``<tool_call>`` JSON (for TRL)."""
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -660,16 +643,6 @@ def answer_reward(completions: list[list[dict[str, Any]]], environments: list[Se
                                                                                      strict=True)]
 
 
-def trl_tokenizer(tokenizer):
-    """A copy of ``tokenizer`` that TRL's tool loop accepts: tool-call template and Qwen3 response template."""
-    from trl.chat_template_utils import qwen3_template
-
-    copied = copy.deepcopy(tokenizer)
-    copied.chat_template = TOOL_CALLING_TEMPLATE
-    copied.response_template = qwen3_template
-    return copied
-
-
 def build_trl_trainer(model, tokenizer, tasks: Sequence[Task], settings: Settings,
                       environments: list[SearchTools], output_dir: str):
     """A ``GRPOTrainer`` with ``environment_factory`` whose batch is every episode of the benchmark.
@@ -687,6 +660,7 @@ def build_trl_trainer(model, tokenizer, tasks: Sequence[Task], settings: Setting
     from trl import GRPOConfig, GRPOTrainer
 
     from trainers.rollout import stop_token_ids
+    from trainers.trl_environment import tool_calling_tokenizer
 
     policy = copy.deepcopy(model)
     policy.generation_config.eos_token_id = stop_token_ids(tokenizer)
@@ -700,7 +674,8 @@ def build_trl_trainer(model, tokenizer, tasks: Sequence[Task], settings: Setting
         max_steps=1, disable_tqdm=True)
     return GRPOTrainer(model=policy, reward_funcs=answer_reward, args=args,
                        train_dataset=Dataset.from_list(trl_inputs(tasks, 1)),
-                       processing_class=trl_tokenizer(tokenizer), environment_factory=ready.pop)
+                       processing_class=tool_calling_tokenizer(tokenizer, list_tools=False),
+                       environment_factory=ready.pop)
 
 
 def trl_inputs(tasks: Sequence[Task], group: int) -> list[dict[str, Any]]:

@@ -21,9 +21,7 @@ from benchmarks.rollout_throughput import (
     parse_latencies,
     ratios,
     run_benchmark,
-    trl_tokenizer,
 )
-from trainers.tiny_model import load_or_build_tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -159,24 +157,3 @@ def test_tool_latency_sleeps_one_draw_per_tool_call(calls: int, monkeypatch: pyt
     draws = iter([0.01, 0.2])
     ToolLatency(CountingEnv(calls), lambda: next(draws)).step("<tool_call>...</tool_call>")
     assert slept == [pytest.approx([0.0, 0.0, 0.21][calls])]
-
-
-def test_trl_tokenizer_renders_plain_turns_as_the_tiny_template_and_parses_env_actions():
-    from trl.chat_template_utils import is_chat_template_prefix_preserving, parse_response, supports_tool_calling
-
-    _, tokenizer = load_or_build_tiny_model()
-    copied = trl_tokenizer(tokenizer)
-    assert supports_tool_calling(copied) and is_chat_template_prefix_preserving(copied)
-    assert not supports_tool_calling(tokenizer)  # why TRL needs the copy
-    messages = [{"role": "user", "content": "How many people live in Maemton?"}]
-    prompt = copied.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    assert prompt == tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-
-    action = '<tool_call>{"name": "search", "arguments": {"query": "Maemton", "k": 1}}</tool_call>'
-    prompt_ids = copied.encode(prompt, add_special_tokens=False)
-    parsed = parse_response(copied, copied.encode(action, add_special_tokens=False), prefix=prompt_ids)
-    assert parsed["tool_calls"] == [{"type": "function",
-                                     "function": {"name": "search", "arguments": {"query": "Maemton", "k": 1}}}]
-    rendered = copied.apply_chat_template([*messages, {"role": "assistant", "content": "", "tool_calls":
-                                                       parsed["tool_calls"]}], tokenize=False)
-    assert action in rendered  # the call goes back into the context as the env's own action text
