@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agentgym_envs.errors import ImageBuildError
 from agentgym_envs.swe.env import task_environment
-from agentgym_envs.swe.environment import environment_image, environment_tree
+from agentgym_envs.swe.environment import environment_image, host_environment_tree
 from agentgym_envs.swe.validation import validate, write_report
 from tasks.errors import TaskError
 from tasks.swe.environments import RepoEnvironment
@@ -43,7 +43,7 @@ def build_environments(environments: Sequence[RepoEnvironment], sandbox: str, co
             progress.update(bar, description=f"{environment.repo} {environment.version}")
             try:
                 built = (environment_image(environment, log=progress.console.print) if sandbox == "docker"
-                         else str(environment_tree(environment, log=progress.console.print)))
+                         else str(host_environment_tree(environment, log=progress.console.print)))
                 progress.console.print(f"[green]built[/green] {environment.repo} {environment.version}: {built}")
             except ImageBuildError as exc:
                 failures.append(f"{environment.repo} {environment.version}: {exc}")

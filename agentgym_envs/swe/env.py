@@ -74,7 +74,7 @@ from agentgym_envs.core import TextEnvOptions
 from agentgym_envs.errors import EnvConfigError, SandboxCrashedError
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits, open_sandbox
 from agentgym_envs.sandboxed import SandboxEnv
-from agentgym_envs.swe.environment import EnvironmentBwrapSandbox, environment_image, environment_tree
+from agentgym_envs.swe.environment import EnvironmentBwrapSandbox, environment_image, host_environment_tree
 from agentgym_envs.swe.limits import SWE_SANDBOX_LIMITS
 from agentgym_envs.swe.testing import (
     TESTBED,
@@ -370,7 +370,7 @@ class SWEEnv(SandboxEnv):
         if self._environment is None or self._pool is not None:
             return super()._open_sandbox()
         if self.backend == "bwrap":
-            return EnvironmentBwrapSandbox(environment_tree(self._environment), self._limits())
+            return EnvironmentBwrapSandbox(host_environment_tree(self._environment), self._limits())
         if self.backend == "docker":
             return open_sandbox("docker", self._limits(), image=self._docker_image())
         raise EnvConfigError(f"task environments need sandbox='docker' or 'bwrap', got {self.backend!r}")

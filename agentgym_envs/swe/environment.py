@@ -9,7 +9,8 @@ for another interpreter than the sandbox's, CPython 3.11 manylinux wheels only),
 (``agentrl-lock.json``: each distribution's name, version and sha256), and the repository's *editable* install is
 written: ``agentrl-testbed.pth`` puts its package roots (``/work/testbed/src`` for a src layout) on ``sys.path``,
 and a ``<name>-<version>.dist-info`` answers ``importlib.metadata``; so what the tests import is what the agent
-edited. The tree is byte-compiled and renamed into the cache (``~/.cache/agentrl/wheels/swe-env-<key>``) once.
+edited. The tree is byte-compiled and renamed into the cache (``~/.cache/agentrl/wheels/swe-env-<key>-py<version>``)
+once, for the interpreter that will run it: the image's CPython 3.11 (docker), the host's (bwrap).
 
 Then, per backend:
 
@@ -66,8 +67,8 @@ SANDBOX_WORKDIR = "/work"
 LOCK_FILE = "agentrl-lock.json"
 """The file of the tree that records what pip installed: name, version and sha256 of each distribution."""
 
-SANDBOX_PYTHON = (3, 11)
-"""The interpreter of the base image; a host interpreter of another version gets that version's wheels only."""
+IMAGE_PYTHON = (3, 11)
+"""The base image's interpreter (docker). bwrap runs the host's, so its tree is built for the host's version."""
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -78,20 +79,24 @@ def _lock(key: str) -> threading.Lock:
         return _locks.setdefault(key, threading.Lock())
 
 
-def environment_tree(environment: RepoEnvironment, *, log: Callable[[str], object] = logger.info) -> Path:
-    """The installed tree of ``environment`` (see the module docstring), built when not cached.
+def environment_tree(environment: RepoEnvironment, *, python: tuple[int, int] = IMAGE_PYTHON,
+                     log: Callable[[str], object] = logger.info) -> Path:
+    """The installed tree of ``environment`` (see the module docstring) for CPython ``python``, built when not
+    cached: natively for the host's version (sdists built where needed), wheels only for the image's.
 
     Raises:
-        ImageBuildError: pip failed; the message names the package and why (:func:`pip_failure`).
+        ImageBuildError: pip failed; the message names the package and why (:func:`pip_failure`), or
+            ``python`` is neither the host's nor the image's version.
     """
-    tree = wheel_cache_root() / f"swe-env-{environment.build_key}"
-    with _lock(environment.build_key):
+    key = f"{environment.build_key}-py{python[0]}{python[1]}"
+    tree = wheel_cache_root() / f"swe-env-{key}"
+    with _lock(key):
         if tree.is_dir():
             return tree
         tree.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=tree.parent))
         try:
-            lock = _pip_install(environment, staging, log) if environment.requirements else []
+            lock = _pip_install(environment, staging, python, log) if environment.requirements else []
             (staging / LOCK_FILE).write_text(json.dumps(lock, indent=1) + "\n", encoding="utf-8")
             _write_editable_install(environment, staging)
             compileall.compile_dir(str(staging), ddir=ENV_SITE, quiet=2, workers=0,
@@ -102,10 +107,14 @@ def environment_tree(environment: RepoEnvironment, *, log: Callable[[str], objec
     return tree
 
 
-def _pip_install(environment: RepoEnvironment, target: Path, log: Callable[[str], object]) -> list[dict[str, str]]:
-    """pip-install the requirements into ``target``; the lock read from pip's report."""
+def _pip_install(environment: RepoEnvironment, target: Path, python: tuple[int, int],
+                 log: Callable[[str], object]) -> list[dict[str, str]]:
+    """pip-install the requirements into ``target`` for ``python``; the lock read from pip's report."""
     report = target.parent / f"{target.name}.report.json"
-    cross = () if sys.version_info[:2] == SANDBOX_PYTHON else PIP_TARGET_ARGS
+    if python not in (sys.version_info[:2], IMAGE_PYTHON):
+        raise ImageBuildError(f"expected a tree for the host's Python {sys.version_info[0]}.{sys.version_info[1]} "
+                              f"or the image's {IMAGE_PYTHON[0]}.{IMAGE_PYTHON[1]}, got {python}")
+    cross = () if python == sys.version_info[:2] else PIP_TARGET_ARGS
     args = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
             "--target", str(target), "--report", str(report), *cross, *environment.requirements]
     log(f"{environment.repo} {environment.version}: pip install {' '.join(environment.requirements)}")
@@ -188,10 +197,15 @@ def environment_image(environment: RepoEnvironment, *, client: docker.DockerClie
     with _lock(tag):
         if image_exists(client, tag):
             return tag
-        tree = environment_tree(environment, log=log)
+        tree = environment_tree(environment, python=IMAGE_PYTHON, log=log)
         log(f"{environment.repo} {environment.version}: layering {tree.name} onto {base} as {tag}")
         _commit_with_tree(client, base, tree, tag, site=ENV_SITE)
     return tag
+
+
+def host_environment_tree(environment: RepoEnvironment, *, log: Callable[[str], object] = logger.info) -> Path:
+    """:func:`environment_tree` for the host's interpreter, which the bwrap backend runs."""
+    return environment_tree(environment, python=sys.version_info[:2], log=log)
 
 
 class EnvironmentBwrapSandbox(BwrapSandbox):
@@ -199,7 +213,7 @@ class EnvironmentBwrapSandbox(BwrapSandbox):
     :data:`ENV_SITE`.
 
     Args:
-        tree: The installed tree (:func:`environment_tree`).
+        tree: The installed tree (:func:`host_environment_tree`).
         limits: The sandbox's limits.
     """
 

@@ -22,7 +22,7 @@ def test_a_tree_without_requirements_is_the_editable_install_alone(cache):
     environment = RepoEnvironment("me/demo-lib", "1.2", package_roots=("src",), dist_name="demo-lib",
                                   dist_version="1.2")
     tree = environment_tree(environment)
-    assert tree == cache / f"swe-env-{environment.build_key}"
+    assert tree == cache / f"swe-env-{environment.build_key}-py311"
     assert (tree / PTH_FILE).read_text() == "/work/testbed/src\n"
     assert (tree / "demo_lib-1.2.dist-info" / "METADATA").read_text() == ("Metadata-Version: 2.1\nName: demo-lib\n"
                                                                          "Version: 1.2\n")
@@ -41,8 +41,8 @@ def test_requirements_are_installed_and_locked_with_their_hashes(cache):
 @pytest.mark.slow
 def test_a_failed_build_names_the_package_and_why(cache):
     environment = RepoEnvironment("me/lib", "1.0", requirements=("six==1.17.0", "agentrl-no-such-package==1.0"))
-    with pytest.raises(ImageBuildError, match=r"the environment of me/lib 1.0 could not be built: agentrl-no-such-package==1.0: "
-                                              r"no release matches"):
+    with pytest.raises(ImageBuildError, match=r"the environment of me/lib 1.0 could not be built: "
+                                              r"agentrl-no-such-package==1.0: no release matches"):
         environment_tree(environment)
     assert not list(cache.glob("swe-env-*"))  # no half tree left behind
 
