@@ -308,7 +308,8 @@ class SWEEnv(SandboxEnv):
         """The tree the agent starts from (path -> bytes), kept for the :data:`TREE_CACHE_SIZE` latest tasks.
 
         A synthetic task's is its pin's sdist with the bug planted (the reference fix reversed), checked against
-        the task's ``base_commit``; a SWE-bench task's is the folder its ``repo_source`` names.
+        the task's ``base_commit``; a SWE-bench task's is the folder its ``repo_source`` names, with the fix
+        reversed for a SWE-smith task (``repo_source["planted"]``).
 
         Raises:
             EnvConfigError: A repository source this env cannot use (an image), or a tree that is not the task's.
@@ -325,8 +326,9 @@ class SWEEnv(SandboxEnv):
 
     def _build_tree(self, task: Task) -> dict[str, bytes]:
         source = task.metadata.get("repo_source") or {}
-        if source.get("kind") == "path":
-            return folder_files(source["path"])
+        if source.get("kind") == "path":  # a SWE-smith instance's bug is planted: its fix reversed
+            files = folder_files(source["path"])
+            return apply_patch(files, task.answer, reverse=True) if source.get("planted") else files
         if source.get("kind") != "pypi":
             raise EnvConfigError(f"task {task.id!r}: expected a repository source of kind 'pypi' or 'path', got "
                                  f"{dict(source)}; load SWE-bench instances with load_swebench(repository=<folder>)")

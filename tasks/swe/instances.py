@@ -302,6 +302,79 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
     return tasks
 
 
+SWESMITH_REQUIRED = ("instance_id", "repo", "patch", "problem_statement")
+"""The fields a SWE-smith instance must have here (its problem statement is what the agent is shown)."""
+
+
+def load_swesmith(path: str | os.PathLike[str], *, repository: str | os.PathLike[str] | Mapping[str, str],
+                  overrides: str | os.PathLike[str] | None = None,
+                  validation: str | os.PathLike[str] | None = None) -> list[Task]:
+    """SWE-smith instances as tasks: their ``patch`` *introduces* the bug into the repository's clean tree, which
+    many instances share; there is no ``test_patch``.
+
+    Each becomes a SWE-bench-format task whose reference fix is that patch reversed and whose tree is the
+    repository's with the bug planted (``repo_source["planted"]``). SWE-smith names a repository
+    ``owner__name.<commit>``: a git clone gives each instance the tree at that commit (:func:`checkout`), a plain
+    folder is taken as that commit's tree. Environments and validation as :func:`load_swebench`.
+
+    Args:
+        path: A SWE-smith instance file (JSON list or JSONL).
+        repository: The repository's folder or git clone, or a mapping of SWE-smith ``repo`` to one.
+        overrides: Environment overrides, as :func:`load_swebench`.
+        validation: The validation report, as :func:`load_swebench`.
+
+    Raises:
+        TaskError: A missing field, a patch that does not apply to the repository, a folder that is not one, a
+            commit the clone lacks, or an instance with no FAIL_TO_PASS test.
+    """
+    from tasks.swe.patches import PatchError, apply_patch, diff_trees, parse_patch
+
+    fixes = Overrides.read(overrides)
+    verdicts = read_validation(validation if validation is not None else validation_report_path(path))
+    tasks = []
+    for number, record in enumerate(_json_records(Path(path).read_text(encoding="utf-8"), path), 1):
+        missing = [name for name in SWESMITH_REQUIRED if not (isinstance(record, dict) and record.get(name))]
+        if missing:
+            raise TaskError(f"{path}: record {number}: expected SWE-smith fields {list(SWESMITH_REQUIRED)}, got "
+                            f"{missing} missing or empty")
+        commit = record["repo"].rsplit(".", 1)[-1] if "." in record["repo"] else ""
+        folder = _smith_folder(record, repository, commit)
+        clean = folder_files(folder)
+        try:
+            buggy = apply_patch(clean, record["patch"])
+        except PatchError as error:
+            raise TaskError(f"{path}: record {number} ({record['instance_id']}): expected its patch to apply to "
+                            f"{folder}, got: {error}") from error
+        touched = {section.new_path or section.old_path for section in parse_patch(record["patch"])}
+        fix = diff_trees({p: buggy[p] for p in touched if p in buggy}, {p: clean[p] for p in touched if p in clean})
+        instance = SWEInstance.from_dict({**record, "base_commit": commit, "patch": fix, "test_patch": ""})
+        task = instance.to_task({"kind": "path", "path": str(folder), "planted": True}, family="swebench")
+        task.metadata["format"] = "swe-smith"
+        owner_name = record["repo"].rsplit(".", 1)[0].replace("__", "/", 1)
+        task.metadata["environment"] = fixes.apply(derive_environment(owner_name, instance.version, clean),
+                                                   instance.instance_id).to_dict()
+        verdict = verdicts.get(instance.instance_id)
+        if verdict and verdict.get("key") == validation_key(task):
+            task.metadata["validation"] = verdict
+        tasks.append(task)
+    refuse_without_fail_to_pass(tasks, str(path))
+    return tasks
+
+
+def _smith_folder(record: Mapping[str, Any], repository: str | os.PathLike[str] | Mapping[str, str],
+                  commit: str) -> Path:
+    """The clean tree of a SWE-smith record's repository: a folder, or a clone's tree at ``commit``."""
+    if isinstance(repository, Mapping):
+        if record["repo"] not in repository:
+            raise TaskError(f"expected a folder for repo {record['repo']!r} ({record['instance_id']}), got folders "
+                            f"for {sorted(repository)}")
+        repository = repository[record["repo"]]
+    folder = Path(repository)
+    if not folder.is_dir():
+        raise TaskError(f"expected the repository {record['repo']!r} in a folder, got {str(folder)!r}, not a folder")
+    return checkout(folder, commit) if (folder / ".git").exists() and commit else folder.resolve()
+
+
 def validation_report_path(path: str | os.PathLike[str]) -> Path:
     """Where ``python -m agentgym_envs.swe validate`` writes the report of an instance file: beside it,
     ``<file>.validation.json``."""

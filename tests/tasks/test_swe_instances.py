@@ -19,6 +19,7 @@ from tasks.swe.instances import (
     difficulty_of,
     instance_from_task,
     load_swebench,
+    load_swesmith,
     make_instance,
     pypi_source,
     read_instances,
@@ -230,3 +231,26 @@ def test_a_git_repository_gives_each_instance_its_base_commit(tmp_path, monkeypa
     path.write_text(json.dumps({**record, "base_commit": "f" * 40}) + "\n")
     with pytest.raises(TaskError, match=f"expected base_commit '{'f' * 40}' to be a commit of the git repository"):
         load_swebench(path, repository=clone)
+
+
+def test_load_swesmith_errors_name_the_record(tmp_path) -> None:
+    folder = tmp_path / "calc"
+    for path, data in REPO.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(data)
+    bug = diff_trees({"calc/ops.py": REPO["calc/ops.py"]}, {"calc/ops.py": REPO["calc/ops.py"].replace(b"2", b"3")})
+    record = {"instance_id": "demo__calc.0a1b2c3d.lm_1", "repo": "demo__calc.0a1b2c3d", "patch": bug,
+              "problem_statement": "", "FAIL_TO_PASS": ["tests/test_ops.py::test_half"], "PASS_TO_PASS": []}
+    path = tmp_path / "smith.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(TaskError, match=r"record 1: expected SWE-smith fields .* got \['problem_statement'\] missing"):
+        load_swesmith(path, repository=folder)
+    path.write_text(json.dumps({**record, "problem_statement": "half is off", "patch": bug.replace("x // 2", "x")})
+                    + "\n")
+    with pytest.raises(TaskError, match=r"record 1 \(demo__calc.0a1b2c3d.lm_1\): expected its patch to apply"):
+        load_swesmith(path, repository=folder)
+    path.write_text(json.dumps({**record, "problem_statement": "half is off"}) + "\n")
+    (task,) = load_swesmith(path, repository=folder)
+    buggy = apply_patch(folder_files(folder), bug)
+    assert apply_patch(buggy, task.answer) == folder_files(folder)  # the reference fix is the bug's patch reversed
+    assert task.metadata["repo_source"] == {"kind": "path", "path": str(folder.resolve()), "planted": True}

@@ -4,6 +4,7 @@ goes wrong while grading escapes ``step`` (an invalid run, scored 0, that says w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from agentgym_envs.runner import Episode, TurnRecord, record_step
 from agentgym_envs.swe import SWEEnv
 from benchmarks.evaluate import invalid_lines, summarize
 from tasks import Task
-from tasks.swe.instances import SWEInstance
+from tasks.swe.instances import SWEInstance, load_swesmith
 from tasks.swe.patches import diff_trees
 from tests.agentgym_envs.swe.conftest import CLAMP_BUG, OPS, REPO, TESTS, changed
 from tests.conftest import require_backend
@@ -191,6 +192,28 @@ def test_swebench_rules_resolve_as_swebench_does(backend, tasks):
         _, reward, _, _, info = submit_after(made, tasks["cut"], "touch notes.txt")  # no fix: both still fail
         assert (reward, info["grading"]["valid"], info["reward_components"]["outcome/f2p_passed"]) == (0.0, True, 0.0)
         assert info["reward_components"]["outcome/p2p_passed"] == 4.0
+    finally:
+        made.close()
+
+
+def test_a_swe_smith_instance_plants_its_bug_and_the_fix_resolves(backend, tmp_path):
+    # SWE-smith's patch introduces the bug into the clean repository; there is no test_patch
+    clean = write_folder(tmp_path / "calc", REPO)
+    record = {"instance_id": "demo__calc.c0ffee12.func_pm_op__1", "repo": "demo__calc.c0ffee12",
+              "patch": diff_trees({"calc/ops.py": OPS}, {"calc/ops.py": CLAMP_BUG}),
+              "problem_statement": "clamp(11, 0, 10) returns 9; it should return 10.",
+              "FAIL_TO_PASS": STRICT_IDS[0], "PASS_TO_PASS": STRICT_IDS[1], "image_name": "jyangballin/swesmith.x"}
+    path = tmp_path / "smith.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    (task,) = load_swesmith(path, repository=clean)
+    assert (task.metadata["base_commit"], task.metadata["test_patch"], task.metadata["format"]) == (
+        "c0ffee12", "", "swe-smith")
+    made = SWEEnv(tasks=[task], sandbox=backend, test_timeout_s=TEST_TIMEOUT_S)
+    try:
+        assert made.repository_tree(task)["calc/ops.py"] == CLAMP_BUG  # the bug is planted
+        assert submit_after(made, task, FIX_COMMAND)[1] == 1.0
+        _, reward, _, _, info = submit_after(made, task, "touch notes.txt")
+        assert (reward, info["grading"]["valid"], info["reward_components"]["outcome/f2p_passed"]) == (0.0, True, 0.0)
     finally:
         made.close()
 
