@@ -3,6 +3,8 @@
     python -m agentgym_envs.swe env build --instances FILE --repository DIR [--overrides FILE] [--sandbox docker]
     python -m agentgym_envs.swe validate FILE --repository DIR [--overrides FILE] [--sandbox bwrap] [--out REPORT]
 
+``--format swe-smith`` reads SWE-smith's files (each ``patch`` plants its bug) instead of SWE-bench's.
+
 ``env build`` builds each distinct environment of the file once (by its build key: instances of one (repo,
 version) share it), with a progress bar; a failed build names the package and pip's reason and the command
 exits 1. ``validate`` runs each instance's fix and no change in the sandbox (:mod:`agentgym_envs.swe.validation`),
@@ -26,7 +28,10 @@ from agentgym_envs.swe.environment import environment_image, host_environment_tr
 from agentgym_envs.swe.validation import validate, write_report
 from tasks.errors import TaskError
 from tasks.swe.environments import RepoEnvironment
-from tasks.swe.instances import load_swebench, validation_report_path
+from tasks.swe.instances import load_swebench, load_swesmith, validation_report_path
+
+LOADERS = {"swebench": load_swebench, "swe-smith": load_swesmith}
+"""The instance file formats and their loaders."""
 
 
 def _progress(console: Console) -> Progress:
@@ -75,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--repository", required=True, help="the folder holding the repository at base_commit")
         sub.add_argument("--overrides", help="a YAML or JSON file of environment overrides")
         sub.add_argument("--sandbox", default="docker", choices=("docker", "bwrap"), help="sandbox backend")
+        sub.add_argument("--format", default="swebench", choices=sorted(LOADERS),
+                         help="the file's format: SWE-bench's (and SWE-Gym's), or SWE-smith's (patch plants the bug)")
     return parser
 
 
@@ -83,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console()
     try:
-        tasks = load_swebench(args.instances, repository=args.repository, overrides=args.overrides)
+        tasks = LOADERS[args.format](args.instances, repository=args.repository, overrides=args.overrides)
     except TaskError as exc:
         console.print(f"[red]error[/red]: {escape(str(exc))}")
         return 1
