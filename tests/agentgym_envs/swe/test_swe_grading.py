@@ -14,6 +14,7 @@ from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.policies.base import tool_call_action
 from agentgym_envs.runner import Episode, TurnRecord, record_step
 from agentgym_envs.swe import SWEEnv
+from agentgym_envs.swe.__main__ import main as validate_command
 from benchmarks.evaluate import invalid_lines, summarize
 from tasks import Task
 from tasks.swe.instances import SWEInstance, load_swesmith
@@ -205,7 +206,10 @@ def test_a_swe_smith_instance_plants_its_bug_and_the_fix_resolves(backend, tmp_p
               "FAIL_TO_PASS": STRICT_IDS[0], "PASS_TO_PASS": STRICT_IDS[1], "image_name": "jyangballin/swesmith.x"}
     path = tmp_path / "smith.jsonl"
     path.write_text(json.dumps(record) + "\n")
+    assert validate_command(["validate", str(path), "--repository", str(clean), "--sandbox", backend,
+                             "--format", "swe-smith"]) == 0
     (task,) = load_swesmith(path, repository=clean)
+    assert task.metadata["validation"]["usable"] is True
     assert (task.metadata["base_commit"], task.metadata["test_patch"], task.metadata["format"]) == (
         "c0ffee12", "", "swe-smith")
     made = SWEEnv(tasks=[task], sandbox=backend, test_timeout_s=TEST_TIMEOUT_S)
