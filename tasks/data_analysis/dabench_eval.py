@@ -14,7 +14,8 @@ which this module follows exactly so that a score here means what a published DA
 * **Which questions count.** A question is scored only when the responses hold one with its id and a non-empty
   ``response`` (the first such one). A question with no response, or an empty one, is *left out* of every
   denominator, not scored 0: :class:`DabenchMetrics` counts them in ``unanswered`` so that no one mistakes the
-  answered share for the whole.
+  answered share for the whole. (A record with an id and no ``response`` key counts as empty here, where
+  DABench's script stops with a ``KeyError``.)
 * **Metrics** (each rounded to 4 decimals, as DABench prints them): ABQ, accuracy by question (every
   sub-question right); PSAQ, proportional by sub-question (the mean over questions of the share right);
   UASQ, uniform by sub-question (right sub-questions over all sub-questions); ABQ per concept (a question counts

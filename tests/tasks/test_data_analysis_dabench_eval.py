@@ -56,6 +56,8 @@ CASES = [
     ([["b", "True"]], "@b[true]", [False], 1.0),  # boolean case
     (MEAN, "@mean_fare[1] @mean_fare[34.65]", [True], 0.0),  # repeated: DABench keeps the last; the default refuses
     (MEAN, "@mean_fare[34.65] @mean_fare[1]", [False], 0.0),  # repeated, the last one wrong
+    (MEAN, "@mean_fare[34.65, 31.09, 43.47]", [False], 0.0),  # spraying values into one field never pays
+    (MEAN, "@mean_fare[34.65] @mean_fare[31.09] @mean_fare[43.47]", [False], 0.0),  # nor repeating it: the last counts
     (TWO, "@b[x] @a[1]", [True, True], 1.0),  # reordered fields
     (TWO, "@a[1] @b[y]", [True, False], 0.0),  # partial: one of two right
     (TWO, "@a[1]", [True, False], 0.0),  # one field missing
