@@ -5,7 +5,8 @@ DABench ships a questions file (JSONL: ``id``, ``question``, ``concepts``, ``con
 ``[[name, value], ...]``) and a folder of the CSV files the questions name. Each question becomes a
 task with ``metadata["data_dir"]`` pointing at that folder; its family is its first concept mapped
 onto :data:`~tasks.data_analysis.questions.FAMILIES` (:data:`CONCEPT_FAMILIES`; an unknown one
-becomes ``summary_statistics``), the original concepts kept in ``metadata["concepts_original"]``.
+becomes ``summary_statistics``), the original concepts kept in ``metadata["concepts_original"]`` and its id
+in ``metadata["dabench_id"]`` (the ``id`` of a response in DABench's format).
 
 A question is never dropped or changed silently. :func:`read_dabench` returns, besides the tasks, every
 question it dropped (``skip_missing``: no label, no file, a file name that is not plain) and every question
@@ -179,6 +180,7 @@ def dabench_task(record: Mapping[str, Any], answers: list[list[Any]], data_dir: 
         "format": record.get("format", ""), "concepts": mapped, "concepts_original": concepts,
         "files": [file_name], "tables": {Path(file_name).stem: file_name}, "data_dir": str(data_dir),
         "answer_fields": fields, "level": record.get("level"), "label_problems": label_problems(answers),
+        "dabench_id": record["id"],
     }
     answer = ", ".join(f"@{name}[{value}]" for name, value in fields.items())
     return Task(f"dabench/{record['id']}", ENV, family, record["question"], answer,

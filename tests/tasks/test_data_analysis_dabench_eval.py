@@ -197,6 +197,11 @@ def test_every_gold_answer_scores_one_in_exact_mode_and_the_broken_labels_are_na
         tmp_path: Path, reference: types.ModuleType) -> None:
     loaded = _fixture_load(tmp_path)
     assert len(loaded.tasks) == 10 and not loaded.dropped
+    responses = [{"id": task.metadata["dabench_id"], "response": task.answer} for task in loaded.tasks]
+    questions = _fixture_records("da-dev-questions.jsonl")
+    metrics = score_responses(_fixture_records("da-dev-labels.jsonl"), responses,
+                              {question["id"]: question["concepts"] for question in questions})
+    assert (metrics.abq, metrics.psaq, metrics.uasq, metrics.answered) == (1.0, 1.0, 1.0, 10)
     for task in loaded.tasks:
         assert dabench_reward(task, _trajectory(task.answer), {}).value == 1.0, task.id
         labels = [label for label in _fixture_records("da-dev-labels.jsonl")
