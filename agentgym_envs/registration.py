@@ -26,11 +26,17 @@ SPECS = SpecRegistry()
 (:data:`~agentgym_envs.spec.ENTRY_POINT_GROUP`)."""
 
 
+REMOTE_ID = f"{NAMESPACE}/Remote-v0"
+"""The client env of any OpenEnv server (``gym.make(REMOTE_ID, url=...)``); not a spec: it has no tasks of its own."""
+
+
 def register_envs() -> None:
     """Register the bundled specs and those of installed packages, each in :data:`SPECS` and its id in Gymnasium's
-    registry (idempotent)."""
+    registry, and :data:`REMOTE_ID` (idempotent)."""
     for spec in [*(import_module(name).SPEC for name in BUNDLED_SPECS), *installed_specs()]:
         register_spec(spec)
+    if REMOTE_ID not in gym.registry:
+        gym.register(id=REMOTE_ID, entry_point="agentgym_envs.remote:RemoteEnv")
 
 
 def register_spec(spec: EnvSpec) -> None:
@@ -110,5 +116,5 @@ def unknown_id_message(env_id: str) -> str:
     return f"no environment {env_id!r}{hint} The agentrl ids are: {', '.join(registered_ids())}."
 
 
-__all__ = ["BUNDLED_SPECS", "SPECS", "env_spec", "make", "register_envs", "register_spec", "registered_ids",
-           "runs_agent_code", "sandbox_kwargs"]
+__all__ = ["BUNDLED_SPECS", "REMOTE_ID", "SPECS", "env_spec", "make", "register_envs", "register_spec",
+           "registered_ids", "runs_agent_code", "sandbox_kwargs"]
