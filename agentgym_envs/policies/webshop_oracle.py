@@ -49,7 +49,7 @@ _INSTRUCTION = re.compile(
     r"^i need (?:an? )?(?P<type>.+?)(?: that is (?P<attributes>.+?))?(?:, with (?P<options>.+?))?"
     r", and price lower than (?P<price>[0-9.]+) dollars$")
 _BUTTON = re.compile(r"^\[(?:clicked )?button\] (?P<label>.*) \[(?:clicked )?button_\]$")
-_PRICE = re.compile(r"^\$(?P<price>[0-9]+(?:\.[0-9]+)?)$")
+_PRICE = re.compile(r"^\$(?P<price>[0-9]+(?:\.[0-9]+)?)(?: to \$[0-9]+(?:\.[0-9]+)?)?$")  # a range: its lowest
 _ACTIONS = re.compile(r"click\(element\), element one of: (?P<labels>\[.*\])$", re.MULTILINE)
 _PRICE_CLAUSE = re.compile(r",?\s*and price lower than (?P<price>[0-9]+(?:\.[0-9]+)?) dollars\s*$")
 MAX_RESULT_PAGES = 5
@@ -138,7 +138,8 @@ def page_lines(observation: str) -> list[str]:
 
 
 def parse_results(lines: Sequence[str]) -> list[Result]:
-    """The products of a results page in ``text_rich``: a button, then the title, then ``$price``."""
+    """The products of a results page in ``text_rich``: a button, then the title, then ``$price`` (or a range,
+    ``$low to $high``, read as its lowest price)."""
     results = []
     for i in range(len(lines) - 2):
         button, price = _BUTTON.match(lines[i]), _PRICE.match(lines[i + 2])

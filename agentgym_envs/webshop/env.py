@@ -55,7 +55,7 @@ REQUIRED_TOOLS = {FAMILY: ("search", "click")}
 MODES = ("text", "browser")
 SHOP_TIMEOUT_S = 10.0
 """Default time limit of one request to the shop (``shop_timeout_s``)."""
-OBSERVATIONS = ("text_rich", "text", "aria")
+OBSERVATIONS = ("text_rich", "text", "webshop", "aria")
 
 SEARCH_TOOL_SCHEMA = {
     "type": "object",
@@ -95,7 +95,10 @@ class WebShopEnv(TextEnv):
     Args:
         mode: ``"text"`` (HTTP, no browser) or ``"browser"`` (Chromium through Playwright).
         observation: ``"text_rich"`` (default: a segment a line, clickables marked ``[button]``),
-            ``"text"`` (segments joined by ``[SEP]``) or ``"aria"`` (the accessibility tree; browser mode only).
+            ``"text"`` (segments joined by ``[SEP]``), ``"webshop"`` (as WebShop's own text environment writes
+            the page: options indented, ``You have clicked ...`` lines, price ranges and numbers as WebShop
+            writes them, rating ``N.A.``; :meth:`~agentgym_envs.webshop.pages.Page.webshop_text`) or ``"aria"``
+            (the accessibility tree; browser mode only).
         server: None to start a shop server for this env (stopped by ``close``); the URL of one already
             running (``"http://127.0.0.1:3000"``, from ``python -m agentgym_envs.webshop.server``); or a
             started :class:`~agentgym_envs.webshop.service.ShopService` shared by many envs (not stopped here):
@@ -265,7 +268,8 @@ class WebShopEnv(TextEnv):
         if self.observation == "aria":
             body = self._driver.aria_snapshot()  # type: ignore[attr-defined]  # browser mode only
         else:
-            body = self._page.text() if self.observation == "text" else self._page.text_rich()
+            body = {"text": self._page.text, "webshop": self._page.webshop_text}.get(self.observation,
+                                                                                     self._page.text_rich)()
         return f"{body}\n\n{available_actions(self._page)}"
 
     # -- tools ----------------------------------------------------------------------------------

@@ -39,6 +39,9 @@ _INVISIBLE = frozenset({"head", "script", "style", "template", "title", "noscrip
 _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
                    "wbr"})
 _SPACE = re.compile(r"\s+")
+_DOLLARS = re.compile(r"\$(\d+(?:\.\d+)?)")
+_SHOWN_PRICE = re.compile(r"(?:Price: )?\$\d+(?:\.\d+)?(?: to \$\d+(?:\.\d+)?)?")
+_RESULTS_NAVIGATION = frozenset({"Back to Search", "< Prev", "Next >"})
 
 
 def collapse(text: str) -> str:
@@ -117,6 +120,50 @@ class Page:
         if self.clickables[index].selected:
             return f"[clicked button] {text} [clicked button_]"
         return f"[button] {text} [button_]"
+
+    def webshop_text(self) -> str:
+        """The page as WebShop's own text environment writes it (``text_rich`` of ``web_agent_text_env.py``).
+
+        Every segment ends with a newline; an option value is indented by two spaces, a chosen one is
+        ``[clicked button]`` and adds a line ``You have clicked <value>.`` at the top of the page (the last
+        chosen first, as WebShop prepends them); a product of a results page starts after a blank line;
+        prices are written as WebShop writes its numbers (``$20.0``, ``$12.99 to $24.99``) and an item's
+        rating is ``N.A.``, as WebShop's data has none. WebShop also marks the products a session has
+        already opened as clicked; this page does not know them.
+
+        Example:
+            >>> page = parse_page('<body data-page="item"><a class="clickable option" data-group="size" '
+            ...                   'aria-pressed="true" href="/a">large</a><p>Price: $20.00</p>'
+            ...                   '<p>Rating: 4.5</p></body>')
+            >>> print(page.webshop_text(), end="")
+            You have clicked large.
+              [clicked button] large [clicked button_]
+            Price: $20.0
+            Rating: N.A.
+        """
+        lines, clicked = [], []
+        for text, index in self.segments:
+            clickable = self.clickables[index] if index is not None else None
+            if clickable is None:
+                lines.append(self._webshop_plain(text))
+            elif clickable.group is not None:
+                mark = "clicked button" if clickable.selected else "button"
+                lines.append(f"  [{mark}] {text} [{mark}_]")
+                if clickable.selected:
+                    clicked.append(text)
+            elif self.kind == "results" and text not in _RESULTS_NAVIGATION:
+                lines.append(f"\n[button] {text} [button_]")
+            else:
+                lines.append(f"[button] {text} [button_]")
+        return "".join(f"You have clicked {text}.\n" for text in reversed(clicked)) + "".join(
+            line + "\n" for line in lines)
+
+    def _webshop_plain(self, text: str) -> str:
+        if self.kind == "item" and text.startswith("Rating: "):
+            return "Rating: N.A."
+        if self.kind in ("item", "results") and _SHOWN_PRICE.fullmatch(text):
+            return _DOLLARS.sub(lambda match: f"${float(match[1])}", text)
+        return text
 
     def find(self, label: str) -> Clickable | None:
         """The first clickable whose label is ``label`` (case and whitespace ignored), or None."""

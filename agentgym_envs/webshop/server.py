@@ -309,6 +309,15 @@ def format_price(price: float) -> str:
     return f"${price:.2f}"
 
 
+def shown_price(product: Product) -> str:
+    """The price a results or item page shows: the listing's range when it gives one (``$12.99 to $24.99``, as
+    WebShop shows it; the buyer pays ``product.price``, drawn within it), else the price."""
+    if product.price_range is None:
+        return format_price(product.price)
+    low, high = product.price_range
+    return f"{format_price(low)} to {format_price(high)}"
+
+
 # -- the shop ---------------------------------------------------------------------------------------
 class Shop:
     """The shop's state and pages: the catalogue, its search index, the live sessions and the templates.
@@ -401,7 +410,7 @@ class Shop:
         page = parse_page(values, last)
         shown = hits[(page - 1) * RESULTS_PER_PAGE:page * RESULTS_PER_PAGE]
         came_from = ItemParams(query, page)
-        results = [{"asin": asin, "title": self.products[asin].title, "price": format_price(self.products[asin].price),
+        results = [{"asin": asin, "title": self.products[asin].title, "price": shown_price(self.products[asin]),
                     "url": item_url(sid, asin, came_from)} for asin in shown]
         return self.render("results.html", page_kind="results", instruction=session.instruction,
                            search_url=search_url(sid), query=query, page=page, total=len(hits), results=results,
@@ -420,7 +429,7 @@ class Shop:
         rating = "N.A." if product.rating is None else f"{product.rating:.1f}"
         return self.render("item.html", page_kind="item", instruction=session.instruction,
                            search_url=search_url(sid), prev_url=results_url(sid, params.query, params.page),
-                           groups=groups, title=product.title, price=format_price(product.price), rating=rating,
+                           groups=groups, title=product.title, price=shown_price(product), rating=rating,
                            section_links=[(section.title(), item_url(sid, product.asin, params, section))
                                           for section in SECTIONS],
                            buy_url=buy_url(sid, product.asin), hidden_fields=params.pairs())

@@ -127,7 +127,8 @@ def iter_original_products(
     * items whose asin is ``"nan"`` or longer than 10 characters, and repeated asins, are skipped;
     * ``pricing`` is split at ``$`` and each piece stripped to digits and dots; one value is the price,
       a range (two or more values) gives a price drawn uniformly between the first two (rounded to
-      cents); a missing or empty ``pricing`` gives :data:`DEFAULT_PRICE` (the product is kept);
+      cents), and the two are kept as the product's ``price_range`` (the shop shows the range, as
+      WebShop does); a missing or empty ``pricing`` gives :data:`DEFAULT_PRICE` (the product is kept);
     * option groups are lower-cased and each value stripped, lower-cased and ``/`` written ``" | "``;
       a group whose values are ``null`` is left out;
     * ``query`` is lower-cased and stripped; ``small_description`` is the bullet points (a string is
@@ -208,13 +209,15 @@ def _item_product(item: Any, seen: set[str], attributes: Mapping[str, tuple[str,
     if asin in seen:
         raise RecordFormatError(f"asin {asin!r} repeats an earlier item (WebShop keeps the first)")
     title = _text(item, "name", required=True)
+    price, price_range = _price(item.get("pricing"), rng)
     return Product(
         asin=asin,
         title=title,
         category=parse_category(_text(item, "product_category", required=True)),
         product_type=title,
         query=_text(item, "query", required=True).lower().strip(),
-        price=_price(item.get("pricing"), rng),
+        price=price,
+        price_range=price_range,
         rating=_rating(item.get("average_rating", item.get("Rating"))),
         attributes=attributes.get(asin, ()),
         options=_options(item.get("customization_options")),
@@ -235,17 +238,19 @@ def _text(item: Mapping[str, Any], key: str, *, required: bool = False) -> str:
     return value
 
 
-def _price(pricing: Any, rng: np.random.Generator) -> float:
+def _price(pricing: Any, rng: np.random.Generator) -> tuple[float, tuple[float, float] | None]:
+    """The price a buyer pays and, for a range, the range's lowest and highest price."""
     if not pricing:
-        return DEFAULT_PRICE
+        return DEFAULT_PRICE, None
     if not isinstance(pricing, str):
         raise RecordFormatError(f"expected 'pricing' to be text such as '$12.99 - $24.99', got {pricing!r}")
     values = [_dollars(piece, pricing) for piece in pricing.split("$")[1:]]
     if not values:
         raise RecordFormatError(f"expected 'pricing' in dollars such as '$12.99', got {pricing!r}")
     if len(values) == 1:
-        return values[0]
-    return round(float(rng.uniform(values[0], values[1])), 2)
+        return values[0], None
+    price = round(float(rng.uniform(values[0], values[1])), 2)
+    return price, (min(values[:2]), max(values[:2]))
 
 
 def _dollars(piece: str, pricing: str) -> float:

@@ -119,6 +119,9 @@ class Product:
         description: The product's description.
         features: The bullet points under the title.
         reviews: Customer reviews.
+        price_range: The lowest and highest price the listing gives, when it gives a range (WebShop's
+            items do: the shop shows the range, and ``price``, drawn within it, is what a buyer pays);
+            None for one price. Written by ``to_dict`` only when set.
     """
 
     asin: str
@@ -133,6 +136,7 @@ class Product:
     description: str = ""
     features: tuple[str, ...] = ()
     reviews: tuple[Review, ...] = ()
+    price_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         _check_id(self.asin, "Product.asin")
@@ -146,6 +150,7 @@ class Product:
         object.__setattr__(self, "features", _str_tuple(self.features, "Product.features"))
         object.__setattr__(self, "options", _option_groups(self.options, "Product.options"))
         object.__setattr__(self, "reviews", _reviews(self.reviews))
+        object.__setattr__(self, "price_range", _price_range(self.price_range, self.price))
 
     @property
     def category_text(self) -> str:
@@ -153,7 +158,10 @@ class Product:
         return format_category(self.category)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serializable dict; tuples become lists."""
+        """A JSON-serializable dict; tuples become lists; ``price_range`` only when set."""
+        return self._fields() | ({} if self.price_range is None else {"price_range": list(self.price_range)})
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "asin": self.asin,
             "title": self.title,
@@ -196,6 +204,7 @@ class Product:
             description=data.get("description", ""),
             features=data.get("features", ()),
             reviews=tuple(Review.from_dict(review) for review in reviews),
+            price_range=data.get("price_range"),
         )
 
 
@@ -369,6 +378,19 @@ def _chosen_options(value: Any, where: str) -> dict[str, str]:
         _check_str(group, f"each group name of {where}")
         _check_str(chosen, f"{where}[{group!r}]")
     return dict(value)
+
+
+def _price_range(value: Any, price: float) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple) or len(value) != 2:
+        raise RecordFormatError(f"expected Product.price_range to be [lowest, highest] or None, got {value!r}")
+    for bound in value:
+        _check_number(bound, "each bound of Product.price_range", low=0.0)
+    low, high = value
+    if not low <= price <= high:
+        raise RecordFormatError(f"expected Product.price_range to hold the price {price!r}, got {value!r}")
+    return (float(low), float(high))
 
 
 def _reviews(value: Any) -> tuple[Review, ...]:

@@ -140,7 +140,8 @@ def score(goal: dict[str, Any] | None = None, product: dict[str, Any] | None = N
         # type factor 0.5 (other query, one shared category part, 1 of 6 type words) times 5/5
         (
             {"product_type": "stainless steel chef knife block set", "category": ("Home", "Kitchen", "Knives")},
-            {"product_type": "paring knife", "title": "Paring Knife", "query": "paring knife", "category": ("Home", "Tools")},
+            {"product_type": "paring knife", "title": "Paring Knife", "query": "paring knife",
+             "category": ("Home", "Tools")},
             {},
             0.5,
             0.5,
@@ -149,7 +150,8 @@ def score(goal: dict[str, Any] | None = None, product: dict[str, Any] | None = N
         # WebShop compares them as written (1 shared: 0.5)
         (
             {"product_type": "stainless steel chef knife block set", "category": ("Home", "Kitchen", "Knives")},
-            {"product_type": "paring knife", "title": "Paring Knife", "query": "paring knife", "category": ("Home", "kitchen")},
+            {"product_type": "paring knife", "title": "Paring Knife", "query": "paring knife",
+             "category": ("Home", "kitchen")},
             {},
             1.0,
             0.5,
@@ -634,10 +636,18 @@ def test_webshop_reward_errors(task: Task, evidence: dict[str, Any], message: st
         webshop_reward(task, Trajectory(), evidence)
 
 
-@pytest.mark.parametrize("record", [GOAL, PRODUCT, PURCHASE, PRODUCT.reviews[0]])
+@pytest.mark.parametrize(
+    "record", [GOAL, PRODUCT, PURCHASE, PRODUCT.reviews[0], dataclasses.replace(PRODUCT, price_range=(29.99, 49.99))]
+)
 def test_records_round_trip_through_json(record: Any) -> None:
     data = json.loads(json.dumps(record.to_dict()))
     assert type(record).from_dict(data) == record
+
+
+def test_a_product_writes_its_price_range_only_when_it_has_one() -> None:
+    # the bundled catalogue's lines (no range) stay as they are
+    assert "price_range" not in PRODUCT.to_dict()
+    assert dataclasses.replace(PRODUCT, price_range=(29.99, 49.99)).to_dict()["price_range"] == [29.99, 49.99]
 
 
 def test_goal_round_trips_through_a_task_jsonl_line() -> None:
@@ -672,6 +682,9 @@ def test_records_accept_a_category_written_as_text() -> None:
         (lambda: Purchase(" ", {}, 1.0), "expected Purchase.asin to be a non-empty id"),
         # a rating out of range
         (lambda: Review(6, "", ""), "expected Review.rating"),
+        # a price range that does not hold the price, or is not two numbers
+        (lambda: dataclasses.replace(PRODUCT, price_range=(40.0, 50.0)), "expected Product.price_range to hold"),
+        (lambda: dataclasses.replace(PRODUCT, price_range=(30.0,)), "expected Product.price_range to be"),
     ],
 )
 def test_records_reject_malformed_fields(build: Any, message: str) -> None:

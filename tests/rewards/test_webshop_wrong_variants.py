@@ -5,8 +5,8 @@ value the product offers in that group (every other group as the goal wants it).
 one full success. On WebShop-format data WebShop's grader gives many of them full success, which the test also
 checks, to show that the enumeration bites (the bundled catalogue's values were chosen so that none fuzzy-matches
 another, and WebShop's grader passes none of its wrong variants either).
-The WebShop-format files under ``tests/data/webshop/`` (items_shuffle, items_ins_v2, items_human_ins) hold option values as
-WebShop's scraped products write them (sizes, pack counts, colour pairs, shoe widths).
+The WebShop-format files under ``tests/data/webshop/`` (items_shuffle, items_ins_v2, items_human_ins) hold option
+values as WebShop's scraped products write them (sizes, pack counts, colour pairs, shoe widths).
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def original() -> tuple[list[Product], list[tuple[Goal, bool]]]:
     return products, goals
 
 
-def test_no_wrong_variant_of_webshop_format_data_succeeds(original: tuple[list[Product], list[tuple[Goal, bool]]]) -> None:
+def test_no_wrong_variant_of_webshop_format_data_succeeds(
+        original: tuple[list[Product], list[tuple[Goal, bool]]]) -> None:
     products, goals = original
     by_asin = {product.asin: product for product in products}
     cases = [(goal, by_asin[goal.asin], named) for goal, named in goals]

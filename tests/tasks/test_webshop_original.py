@@ -198,6 +198,9 @@ def test_prices_follow_webshops_rules(files: dict[str, Path], products: list[Pro
     drawn = {_by_asin(load_original_products(files["items"], seed=seed))[TEE].price for seed in range(8)}
     assert all(12.99 <= price <= 24.99 and round(price, 2) == price for price in drawn)  # within the range, cents
     assert len(drawn) > 1
+    # the range is kept, for the pages to show as WebShop does; one price has none
+    assert (by_asin[TEE].price_range, by_asin[SHOES].price_range, by_asin[HAIR].price_range) == ((12.99, 24.99),
+                                                                                                 None, None)
     assert by_asin[TEE].price == _by_asin(load_original_products(files["items"], seed=0))[TEE].price
 
 

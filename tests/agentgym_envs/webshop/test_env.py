@@ -225,7 +225,7 @@ def test_bad_configuration_is_refused():
         WebShopEnv(observation="aria")
     with pytest.raises(EnvConfigError, match="written for catalogue 'generated-v1'"):
         WebShopEnv(split="test", catalogue="other.jsonl")
-    with pytest.raises(EnvConfigError, match="grader: expected one of \\['strict', 'webshop'\\], got 'webshp'.*webshop"):
+    with pytest.raises(EnvConfigError, match=r"grader: expected one of \['strict', 'webshop'\], got 'webshp'.*webshop"):
         WebShopEnv(grader="webshp")
 
 
