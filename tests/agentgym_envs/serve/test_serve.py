@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,54 +19,18 @@ import pytest
 pytest.importorskip("openenv")
 pytest.importorskip("openreward")
 
-import agentgym_envs  # noqa: E402,F401  (registers the ids)
-from agentgym_envs.actions import ANSWER_TOOL, parse_action  # noqa: E402
-from agentgym_envs.registration import env_spec  # noqa: E402
-from agentgym_envs.serve.__main__ import main as serve_main  # noqa: E402
-from tasks import load_split  # noqa: E402
+import agentgym_envs  # noqa: F401  (registers the ids)
+from agentgym_envs.actions import ANSWER_TOOL, parse_action
+from agentgym_envs.registration import env_spec
+from agentgym_envs.serve.__main__ import main as serve_main
+from tasks import load_split
+from tests.agentgym_envs.serve.served import Served
 
 pytestmark = pytest.mark.slow  # each server start imports openenv-core and openreward (~10 s each here)
 
 SEARCH = "agentrl/Search-v0"
 TASKS = load_split("Search", "test")[:3]
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")  # the SDK's client would ask PyPI for its version
-
-
-class Served:
-    """A server process on a free loopback port."""
-
-    def __init__(self, env_id: str, *args: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "agentgym_envs.serve", env_id, "--port",
-                                         str(self.port), *args], stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited: {self.process.stderr.read()}")
-            try:
-                if httpx.get(f"{self.url}/health", headers=self.headers(args)).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise RuntimeError("the server did not answer /health within 60 s")
-
-    @staticmethod
-    def headers(args: tuple[str, ...]) -> dict[str, str]:
-        return {"X-API-Key": args[args.index("--token") + 1]} if "--token" in args else {}
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-        self.process.stderr.close()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +193,7 @@ def test_concurrent_sessions_play_without_errors(search_server):
                 for action, _, _ in expected:
                     result = env.step({"content": action})
                 rewards.append(result.reward)
-        except BaseException as exc:  # noqa: BLE001  (collected and asserted on below)
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=play) for _ in range(16)]

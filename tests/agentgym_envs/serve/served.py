@@ -1,0 +1,46 @@
+"""A server process for the serving tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+
+
+class Served:
+    """A server process on a free loopback port."""
+
+    def __init__(self, env_id: str, *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen([sys.executable, "-m", "agentgym_envs.serve", env_id, "--port",
+                                         str(self.port), *args], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited: {self.process.stderr.read()}")
+            try:
+                if httpx.get(f"{self.url}/health", headers=self.headers(args)).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise RuntimeError("the server did not answer /health within 60 s")
+
+    @staticmethod
+    def headers(args: tuple[str, ...]) -> dict[str, str]:
+        return {"X-API-Key": args[args.index("--token") + 1]} if "--token" in args else {}
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.process.stderr.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
