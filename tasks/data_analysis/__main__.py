@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.data_analysis.dabench import DabenchLoad, QuestionNote, read_dabench
-from tasks.data_analysis.dabench_eval import DabenchMetrics, score_responses
+from tasks.data_analysis.dabench_eval import DabenchMetrics, metrics_lines, score_responses
 from tasks.data_analysis.datasets import DIRTINESS_LEVELS, THEMES
 from tasks.data_analysis.generate import generate_tasks
 from tasks.data_analysis.questions import FAMILIES
@@ -90,18 +90,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 def _score(args: argparse.Namespace) -> DabenchMetrics:
     concepts = {record["id"]: record["concepts"] for record in _read_jsonl(args.questions)}
     metrics = score_responses(_read_jsonl(args.labels), _read_jsonl(args.responses), concepts)
-    print(f"Accuracy by Question (ABQ): {metrics.abq:.2%}")
-    print(f"Accuracy Proportional by Sub-Question (PSAQ): {metrics.psaq:.2%}")
-    print(f"Accuracy by Sub-Question (UASQ): {metrics.uasq:.2%}")
-    print(f"questions scored: {metrics.answered}; without a response, left out as DABench does: {metrics.unanswered}")
-    print("ABQ by concept:")
-    for concept, accuracy in metrics.by_concept.items():
-        print(f"  {concept}: {accuracy:.2%}")
-    print("ABQ by number of concepts:")
-    for count, accuracy in metrics.by_concept_count.items():
-        print(f"  {count}: {accuracy:.2%}")
-    if metrics.two_or_more_concepts is not None:
-        print(f"ABQ with two or more concepts: {metrics.two_or_more_concepts:.2%}")
+    print("\n".join(metrics_lines(metrics)))
     if args.json:
         args.json.write_text(json.dumps(asdict(metrics), indent=2) + "\n", encoding="utf-8")
     return metrics

@@ -200,3 +200,22 @@ def score_responses(labels: Sequence[Mapping[str, Any]], responses: Sequence[Map
             graded.append(grade(label_fields(label["common_answers"]), response["response"]))
             graded_concepts.append(concepts.get(label["id"]))
     return dabench_metrics(graded, graded_concepts, unanswered=len(labels) - len(graded))
+
+
+def metrics_lines(metrics: DabenchMetrics) -> list[str]:
+    """The metrics as lines of text, percentages with two decimals as DABench prints them."""
+    lines = [f"Accuracy by Question (ABQ): {metrics.abq:.2%}",
+             f"Accuracy Proportional by Sub-Question (PSAQ): {metrics.psaq:.2%}",
+             f"Accuracy by Sub-Question (UASQ): {metrics.uasq:.2%}",
+             f"questions scored: {metrics.answered}; without a response, left out as DABench does: "
+             f"{metrics.unanswered}",
+             "ABQ by concept:", *(f"  {concept}: {accuracy:.2%}" for concept, accuracy in metrics.by_concept.items()),
+             "ABQ by number of concepts:",
+             *(f"  {count}: {accuracy:.2%}" for count, accuracy in metrics.by_concept_count.items())]
+    if metrics.two_or_more_concepts is not None:
+        lines.append(f"ABQ with two or more concepts: {metrics.two_or_more_concepts:.2%}")
+    if metrics.unanswered:
+        whole = metrics.abq * metrics.answered / (metrics.answered + metrics.unanswered)
+        lines.append(f"not DABench's: ABQ with the {metrics.unanswered} questions without a response counted wrong: "
+                     f"{whole:.2%}")
+    return lines

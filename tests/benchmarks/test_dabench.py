@@ -1,0 +1,53 @@
+"""benchmarks.dabench: DABench's questions played in DataAnalysis-v0 become DABench responses and DABench's
+metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.dabench import main
+from tasks.data_analysis.__main__ import main as tasks_main
+from tests.conftest import require_backend
+
+FIXTURES = Path(__file__).parents[1] / "tasks" / "fixtures" / "dabench"
+
+
+def _dabench_tasks(tmp_path: Path) -> Path:
+    """The fixture's 10 questions as tasks, over placeholder CSV files."""
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    for line in (FIXTURES / "da-dev-questions.jsonl").read_text(encoding="utf-8").splitlines():
+        (tables / json.loads(line)["file_name"]).write_text("x,y\n1,2\n3,4\n", encoding="utf-8")
+    out = tmp_path / "tasks.jsonl"
+    assert tasks_main(["dabench", "--questions", str(FIXTURES / "da-dev-questions.jsonl"), "--labels",
+                       str(FIXTURES / "da-dev-labels.jsonl"), "--data-dir", str(tables), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.bwrap
+def test_random_answers_become_responses_and_dabench_metrics(tmp_path: Path, backend_problems,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    require_backend("bwrap", backend_problems)
+    tasks = _dabench_tasks(tmp_path)
+    out = tmp_path / "run"
+    assert main(["--tasks", str(tasks), "--questions", str(FIXTURES / "da-dev-questions.jsonl"), "--labels",
+                 str(FIXTURES / "da-dev-labels.jsonl"), "--model", "random", "--sandbox", "bwrap", "--limit", "3",
+                 "--out", str(out)]) == 0
+    responses = [json.loads(line) for line in (out / "responses.jsonl").read_text().splitlines()]
+    assert [response["id"] for response in responses] == [0, 6, 11]  # DABench's own ids, in task order
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["answered"] + metrics["unanswered"] == 3
+    assert "Accuracy by Question (ABQ): " in capsys.readouterr().out
+
+
+def test_tasks_not_made_from_dabench_files_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = _dabench_tasks(tmp_path)
+    records = [json.loads(line) for line in tasks.read_text().splitlines()]
+    del records[0]["metadata"]["dabench_id"]
+    tasks.write_text("".join(json.dumps(record) + "\n" for record in records))
+    assert main(["--tasks", str(tasks), "--questions", "q", "--labels", "l", "--model", "random",
+                 "--out", str(tmp_path / "run")]) == 2
+    assert "got 1 without, e.g. 'dabench/0'" in capsys.readouterr().err
