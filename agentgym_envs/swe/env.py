@@ -236,8 +236,10 @@ class SWEEnv(SandboxEnv):
 
     Raises:
         EnvConfigError: As :class:`~agentgym_envs.sandboxed.SandboxEnv`, a non-positive time or output size,
-            unknown rules, or a task with no FAIL_TO_PASS test
-            (:func:`~tasks.swe.instances.without_fail_to_pass` says why).
+            unknown rules, a task with no FAIL_TO_PASS test
+            (:func:`~tasks.swe.instances.without_fail_to_pass` says why), a task that failed validation
+            (:func:`refuse_failed_validation`) or one whose repository pytest imports itself
+            (:func:`refuse_pytest_dependencies`).
 
     Example:
         >>> import gymnasium as gym, agentgym_envs                          # doctest: +SKIP
@@ -267,6 +269,7 @@ class SWEEnv(SandboxEnv):
         except TaskError as exc:
             raise EnvConfigError(str(exc)) from exc
         refuse_failed_validation(self.tasks)
+        refuse_pytest_dependencies(self.tasks)
         self.bash_timeout_s = bash_timeout_s
         self.bash_output_bytes = bash_output_bytes
         self.test_timeout_s = test_timeout_s
@@ -553,6 +556,27 @@ def task_environment(task: Task) -> RepoEnvironment | None:
     :func:`~tasks.swe.instances.load_swebench`); None for one that runs in the sandbox's own Python."""
     data = task.metadata.get("environment")
     return RepoEnvironment.from_dict(data) if data else None
+
+
+PYTEST_IMPORTS = frozenset({"pytest", "pluggy", "iniconfig", "attrs", "py", "pygments", "packaging",
+                            "exceptiongroup", "tomli"})
+"""Distributions pytest imports before any test runs (and before the repository is on ``sys.path``, so that a
+repository cannot stand in for them): the tests of such a repository would import the sandbox's copy."""
+
+
+def refuse_pytest_dependencies(tasks: Sequence[Task]) -> None:
+    """Refuse tasks whose repository is a distribution pytest itself imports (:data:`PYTEST_IMPORTS`).
+
+    Raises:
+        EnvConfigError: Naming the tasks and why.
+    """
+    refused = [(task.id, environment.dist_name) for task in tasks
+               if (environment := task_environment(task)) is not None
+               and environment.dist_name.lower().replace("_", "-") in PYTEST_IMPORTS]
+    if refused:
+        raise EnvConfigError(f"expected repositories that pytest does not import itself, got {refused[:5]}: pytest "
+                             "imports them before the tests run, so the tests would see the sandbox's copy and "
+                             "not the agent's edits; SWE-v0 cannot grade these yet")
 
 
 def refuse_failed_validation(tasks: Sequence[Task]) -> None:

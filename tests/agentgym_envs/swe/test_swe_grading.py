@@ -231,6 +231,15 @@ def test_a_task_without_fail_to_pass_is_refused_at_construction(tasks):
         SWEEnv(tasks=[task, empty], sandbox="local")
 
 
+def test_a_repository_that_pytest_imports_itself_is_refused_naming_why(tasks):
+    task = tasks["strict"]
+    pluggy = Task(id="pluggy-1", env="SWE", family="swebench", prompt=task.prompt, answer=task.answer,
+                  metadata={**task.metadata, "environment": {"repo": "pytest-dev/pluggy", "dist_name": "pluggy"}})
+    with pytest.raises(EnvConfigError, match=r"got \[\('pluggy-1', 'pluggy'\)\]: pytest imports them before the tests "
+                                             "run, so the tests would see the sandbox's copy"):
+        SWEEnv(tasks=[task, pluggy], sandbox="local")
+
+
 def test_unknown_rules_are_refused_at_construction(tasks):
     with pytest.raises(EnvConfigError, match="rules: expected one of \\['strict', 'swebench'\\], got 'swe-bench'"):
         SWEEnv(tasks=[tasks["strict"]], sandbox="local", rules="swe-bench")
