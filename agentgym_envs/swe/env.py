@@ -58,8 +58,16 @@ reasons (:data:`~tasks.swe.testrun.REASONS`):
     ====================  ==================================================================================
 
 Two task families: ``synthetic`` (bugs planted in a pinned PyPI package, :mod:`tasks.swe`) and ``swebench``
-(SWE-bench-format instances, :func:`~tasks.swe.instances.load_swebench`, with the repository in a folder on
-this machine at ``base_commit``).
+(SWE-bench-format instances, :func:`~tasks.swe.instances.load_swebench`, or SWE-smith's,
+:func:`~tasks.swe.instances.load_swesmith`, with the repository in a folder or a git clone on this machine).
+
+A task with ``metadata["environment"]`` (a :class:`~tasks.swe.environments.RepoEnvironment`, which the loaders
+derive from the repository) runs in that environment: its packages and the repository's editable install at
+:data:`~agentgym_envs.swe.testing.ENV_SITE` (:mod:`agentgym_envs.swe.environment`: its image on docker, its tree
+bound on bwrap), with its ``memory_mb`` and ``test_timeout_s`` when it sets them; a task of another environment than
+the last one opens a new sandbox. The env refuses tasks that failed validation
+(``python -m agentgym_envs.swe validate``), logs those never validated, and refuses a repository pytest imports
+itself.
 """
 
 from __future__ import annotations
