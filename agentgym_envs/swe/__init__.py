@@ -7,6 +7,10 @@
   :func:`working_tree_diff` and :func:`run_tests` (a :class:`~tasks.swe.testrun.TestRun`).
 * :mod:`agentgym_envs.swe.pytest_guard`: the pytest plugin shipped into each run (source only; never imported
   on the host).
+* :mod:`agentgym_envs.swe.environment`: per-repository environments (:func:`environment_image` for docker,
+  :func:`host_environment_tree` for bwrap).
+* :mod:`agentgym_envs.swe.validation`: :func:`validate` runs each instance's fix and no change; ``python -m
+  agentgym_envs.swe env build | validate`` on the command line.
 """
 
 from agentgym_envs.lazy import lazy_exports
@@ -16,6 +20,9 @@ _EXPORTS = {
     "SWE_SANDBOX_LIMITS": "env",
     "default_reward": "env",
     "swe_reward": "env",
+    "environment_image": "environment",
+    "host_environment_tree": "environment",
+    "validate": "validation",
     "PytestConfig": "testing",
     "TESTBED": "testing",
     "TreeError": "testing",
