@@ -88,12 +88,19 @@ def _loader_sqlite_table(path, table):
     return pyarrow.table(columns, names=names)
 
 
-def _loader_csv_names(path):
-    """The column names pandas.read_csv gives the file by default: its first non-blank line split at commas
-    (byte-order mark dropped, spaces kept), an empty name at position i called "Unnamed: i", and repeated names
-    suffixed ".1", ".2", ... (skipping suffixed names the header already has), given names before unnamed ones."""
+def _loader_csv_header(path):
+    """The header pandas.read_csv finds by default: its first non-blank line split at commas (byte-order mark
+    dropped, spaces kept), named as pandas names the columns ("Unnamed: i" for an empty name at position i;
+    repeated names suffixed ".1", ".2", ..., skipping suffixed names the header already has, given names before
+    unnamed ones); with the number of blank lines before it."""
+    blank = 0
     with open(path, newline="", encoding="utf-8-sig") as handle:
-        header = next((row for row in csv.reader(handle) if row), [])
+        for header in csv.reader(handle):
+            if header:
+                break
+            blank += 1
+        else:
+            header = []
     names = [name or "Unnamed: " + str(index) for index, name in enumerate(header)]
     unnamed = [index for index, name in enumerate(header) if not name]
     counts = {}
@@ -106,13 +113,14 @@ def _loader_csv_names(path):
             count = count + 1 if name in names else counts.get(name, 0)
         names[index] = name
         counts[name] = count + 1
-    return names
+    return names, blank
 
 
 def _loader_read_csv(connection, target, path):
-    connection.execute("CREATE TABLE " + target + " AS SELECT * FROM read_csv(?, header=true, names=?, delim=',', "
-                       "quote=?, escape=?, nullstr=?, null_padding=true, parallel=false, auto_detect=true)",
-                       [path, _loader_csv_names(path), '"', '"', list(_PANDAS_NA_VALUES)])
+    names, blank = _loader_csv_header(path)
+    connection.execute("CREATE TABLE " + target + " AS SELECT * FROM read_csv(?, skip=?, header=true, names=?, "
+                       "delim=',', quote=?, escape=?, nullstr=?, null_padding=true, parallel=false, "
+                       "auto_detect=true)", [path, blank, names, '"', '"', list(_PANDAS_NA_VALUES)])
 
 
 def _loader_add_table(connection, folder, table, file_name):
@@ -153,7 +161,9 @@ Run it with ``exec`` in a fresh namespace (it also defines private helpers named
 names it (byte-order mark dropped, spaces around names kept, ``Unnamed: i`` for an empty name, ``.1`` after a
 repeated one), comma-separated with ``"`` quoting, UTF-8, pandas's default missing-value strings (``NA``,
 ``null``, ``N/A``, ...) read as NULL, short rows padded with NULLs; column types are DuckDB's own guesses
-(a date column is a DATE, ``007`` stays text), as pandas's are its own. Parquet tables with ``read_parquet``,
+(a date column is a DATE, ``007`` stays text), as pandas's are its own. Two layouts still differ: data rows
+with more fields than the header (pandas makes the first ones the index, DuckDB adds columns) and a blank line
+in a one-column file (pandas skips it, DuckDB reads a NULL). Parquet tables with ``read_parquet``,
 and SQLite tables by
 reading them with :mod:`sqlite3` (DuckDB's SQLite extension cannot be loaded here) into Arrow,
 typed by each column's declared affinity (values that do not fit become text). Extension

@@ -126,6 +126,7 @@ CSV_ODDITIES = {
     "trailing_comma.csv": b"JDTDB,X,\n2451545.0,1.5,\n2451546.0,1.6,\n",  # DES=+2006261.csv: an empty last column
     "spaced_names.csv": b"STATION, WINDSPEED, DIR\nA1, 2.5, 180\n",  # baro_2015.csv
     "title_line.csv": b"JAMES LOGAN,,,\nWins,Name,Code,School\n5,Gatlin,AR,Archbishop\n",  # Current_Logan.csv
+    "blank_lines.csv": b"\n\nid,v\n1,2\n\n3,4\n\n",  # blank lines before the header and among the rows
     "repeated_names.csv": b"a,b,a,a.1,,a\n1,2,3,4,5,6\n",  # pandas's mangling: a.2 (a.1 is taken), Unnamed: 4
     "quoted_newline.csv": b'id,text\n1,"two\nlines, one field"\n2,plain\n',  # Yelp_Reviews.csv
     "pandas_missing.csv": b"k,v\nNA,1\nnull,N/A\nNone,\n#N/A,nan\nok,2\n",  # vgsales.csv (N/A), hotel_data.csv
