@@ -109,6 +109,8 @@ def test_the_agent_imports_the_repository_it_edits_with_its_test_dependency(env)
     observation, *_ = env.step(tool_call_action("bash", command=(
         "python -c 'import humanize, freezegun; print(humanize.__file__, humanize.__version__)'")))
     assert "/work/testbed/src/humanize/__init__.py 4.9" in observation
+    observation, *_ = env.step(tool_call_action("bash", command="touch /opt/agentrl-swe-env/site/x.pth"))
+    assert "Read-only file system" in observation  # the environment is not the agent's to change
 
 
 @pytest.mark.bwrap
