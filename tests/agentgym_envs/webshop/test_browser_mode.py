@@ -36,7 +36,7 @@ def play(env: WebShopEnv, policy_for, tasks) -> list[tuple[list[str], float]]:
     return played
 
 
-@pytest.mark.parametrize("observation", ["text_rich", "text"])
+@pytest.mark.parametrize("observation", ["text_rich", "text", "webshop"])
 def test_text_and_browser_modes_show_the_same_pages_and_pay_the_same(browser_backend, shop, pool, observation):
     for policy_for in (lambda i: WebShopOraclePolicy(), lambda i: WebShopRandomPolicy(seed=i)):
         text = WebShopEnv(split="test", server=shop, observation=observation)
