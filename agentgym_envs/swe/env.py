@@ -276,7 +276,7 @@ class SWEEnv(SandboxEnv):
             refuse_without_fail_to_pass(self.tasks, "tasks")
         except TaskError as exc:
             raise EnvConfigError(str(exc)) from exc
-        refuse_failed_validation(self.tasks)
+        refuse_failed_validation(self.tasks, rules)
         refuse_pytest_dependencies(self.tasks)
         self.bash_timeout_s = bash_timeout_s
         self.bash_output_bytes = bash_output_bytes
@@ -587,25 +587,26 @@ def refuse_pytest_dependencies(tasks: Sequence[Task]) -> None:
                              "not the agent's edits; SWE-v0 cannot grade these yet")
 
 
-def refuse_failed_validation(tasks: Sequence[Task]) -> None:
-    """Refuse tasks whose validation failed (``metadata["validation"]``, from a report of ``python -m
-    agentgym_envs.swe validate``), naming each one's reason; log the tasks that were never validated.
+def refuse_failed_validation(tasks: Sequence[Task], rules: str = "strict") -> None:
+    """Refuse tasks whose validation under ``rules`` failed (``metadata["validation"]``, from a report of ``python
+    -m agentgym_envs.swe validate``), naming each one's reason; log the tasks never validated under ``rules``.
 
     Raises:
         EnvConfigError: Naming the failed tasks and why.
     """
-    failed = {task.id: task.metadata["validation"] for task in tasks
-              if task.metadata.get("validation") and not task.metadata["validation"].get("usable")}
+    verdicts = {task.id: task.metadata["validation"] for task in tasks if task.metadata.get("validation")
+                and task.metadata["validation"].get("rules", rules) == rules}
+    failed = {task_id: verdict for task_id, verdict in verdicts.items() if not verdict.get("usable")}
     if failed:
         reasons = "; ".join(f"{task_id}: {verdict.get('reason')} ({str(verdict.get('detail', ''))[:200]})"
                             for task_id, verdict in list(failed.items())[:5])
         raise EnvConfigError(f"expected tasks that passed validation, got {len(failed)} that failed it: {reasons}; "
                              "drop them or fix their environment (an override file) and validate again")
-    never = [task.id for task in tasks if task.family == "swebench" and not task.metadata.get("validation")]
+    never = [task.id for task in tasks if task.family == "swebench" and task.id not in verdicts]
     if never:
-        logger.warning("%d SWE-bench tasks were never validated (%s%s): a broken instance will score 0 for every "
-                       "agent; run `python -m agentgym_envs.swe validate FILE`", len(never), ", ".join(never[:3]),
-                       " ..." if len(never) > 3 else "")
+        logger.warning("%d SWE-bench tasks were never validated under the %s rules (%s%s): a broken instance will "
+                       "score 0 for every agent; run `python -m agentgym_envs.swe validate FILE --rules %s`",
+                       len(never), rules, ", ".join(never[:3]), " ..." if len(never) > 3 else "", rules)
 
 
 def grading_info(run: TestRun) -> dict[str, Any]:

@@ -10,10 +10,10 @@ install failed, the collection error, which limit was hit, or a test id that no 
 the run reported.
 
 The report (``<instances file>.validation.json`` by default, read back by
-:func:`~tasks.swe.instances.load_swebench`) holds per instance ``usable``, ``reason``, ``detail``, the
-``key`` of what was validated (:func:`~tasks.swe.instances.validation_key`: a changed instance or environment is
-no longer validated) and the two runs' ``info["grading"]``. SWEEnv refuses instances that failed, naming the
-reason, and logs those never validated.
+:func:`~tasks.swe.instances.load_swebench`) holds per instance ``usable``, ``reason``, ``detail``, the ``rules``
+it was graded under, the ``key`` of what was validated (:func:`~tasks.swe.instances.validation_key`: a changed
+instance or environment is no longer validated) and the two runs' ``info["grading"]``. SWEEnv refuses instances
+that failed under its rules, naming the reason, and logs those never validated under them.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def _no_change_problem(env: SWEEnv, task: Task, grading: Mapping[str, Any]) -> t
 def validate(tasks: Sequence[Task], *, sandbox: str, rules: str = "strict",
              advance: Callable[[str], object] = lambda task_id: None, **env_options: Any) -> dict[str, Any]:
     """Validate every task in one env of backend ``sandbox``; the report (``instances`` and a ``summary``)."""
-    being_validated = {"usable": True, "reason": "", "detail": "being validated"}  # an earlier verdict set aside
+    being_validated = {"usable": True, "reason": "", "detail": "being validated", "rules": rules}  # earlier set aside
     unvalidated = [{**task.metadata, "validation": being_validated} for task in tasks]
     plain = [Task(id=t.id, env=t.env, family=t.family, prompt=t.prompt, answer=t.answer, difficulty=t.difficulty,
                   metadata=m) for t, m in zip(tasks, unvalidated, strict=True)]
@@ -135,7 +135,7 @@ def validate(tasks: Sequence[Task], *, sandbox: str, rules: str = "strict",
     verdicts = {}
     try:
         for task in plain:
-            verdicts[task.id] = validate_task(env, task)
+            verdicts[task.id] = {**validate_task(env, task), "rules": rules}
             advance(task.id)
     finally:
         env.close()

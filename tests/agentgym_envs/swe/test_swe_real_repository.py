@@ -126,3 +126,27 @@ def test_an_instance_that_failed_validation_is_refused_naming_why(repository, in
     assert "-3] not found (closest reported: tests/test_number.py::test_metric[[" in verdict["detail"]
     with pytest.raises(EnvConfigError, match="got 1 that failed it: python-humanize__humanize-159: fix_run_invalid"):
         SWEEnv(tasks=load_swebench(broken, repository=repository), sandbox="bwrap")
+    SWEEnv(tasks=load_swebench(broken, repository=repository), sandbox="bwrap", rules="swebench").close()  # not
+    # validated under SWE-bench's rules: logged, not refused
+
+
+@pytest.mark.bwrap
+def test_swebench_cut_ids_validate_and_grade_under_swebench_rules(repository, tmp_path, backend_problems):
+    # ids as SWE-bench's pytest log parser stores them: cut at the first space ("[[1000, '', 0]-1 k]" -> "[[1000,"),
+    # each in one list
+    require_backend("bwrap", backend_problems)
+    record = json.loads(DATA.read_text())
+    cut = {field: list(dict.fromkeys(test_id.split(" ")[0] for test_id in json.loads(record[field])))
+           for field in ("FAIL_TO_PASS", "PASS_TO_PASS")}
+    cut["PASS_TO_PASS"] = [test_id for test_id in cut["PASS_TO_PASS"] if test_id not in cut["FAIL_TO_PASS"]]
+    record |= {field: json.dumps(ids) for field, ids in cut.items()}  # one status per cut id, as SWE-bench's maps
+    path = tmp_path / "cut.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    assert main(["validate", str(path), "--repository", str(repository), "--sandbox", "bwrap",
+                 "--rules", "swebench"]) == 0
+    made = SWEEnv(tasks=load_swebench(path, repository=repository), sandbox="bwrap", rules="swebench")
+    try:
+        assert submit_after(made, FIX)[0] == 1.0
+        assert submit_after(made, "true")[0] == 0.0
+    finally:
+        made.close()
