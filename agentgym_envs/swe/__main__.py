@@ -7,9 +7,10 @@
 
 ``env build`` builds each distinct environment of the file once (by its build key: instances of one (repo,
 version) share it), with a progress bar; a failed build names the package and pip's reason and the command
-exits 1. ``validate`` runs each instance's fix and no change in the sandbox (:mod:`agentgym_envs.swe.validation`),
-writes the report beside the file (``FILE.validation.json``; ``--out`` elsewhere) and exits 1 when an instance is
-not usable, printing why.
+exits 1. ``validate`` builds them too, then runs each instance's fix and no change in the sandbox
+(:mod:`agentgym_envs.swe.validation`; an instance whose environment did not build is ``install_failed``), writes
+the report beside the file (``FILE.validation.json``; ``--out`` elsewhere) and exits 1 when an instance is not
+usable, printing why.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failures = build_environments(_distinct(tasks), args.sandbox, console)
     for failure in failures:
         console.print(f"[red]build failed[/red] {escape(failure)}")
-    if args.command == "env" or failures:
+    if args.command == "env":
         return 1 if failures else 0
     with _progress(console) as progress:
         bar = progress.add_task("validating", total=len(tasks))

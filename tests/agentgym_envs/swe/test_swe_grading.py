@@ -222,6 +222,24 @@ def test_a_swe_smith_instance_plants_its_bug_and_the_fix_resolves(backend, tmp_p
         made.close()
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_an_environment_that_does_not_build_is_reported_as_install_failed(tmp_path, backend_problems):
+    require_backend("bwrap", backend_problems)
+    folder = write_folder(tmp_path / "calc", BUGGY)
+    path = tmp_path / "instances.jsonl"
+    path.write_text(json.dumps(SWEInstance(instance_id="calc-9", repo="demo/calc", base_commit="c0ffee", patch=FIX,
+                                           problem_statement="clamp", FAIL_TO_PASS=tuple(STRICT_IDS[0]),
+                                           PASS_TO_PASS=tuple(STRICT_IDS[1])).to_dict()) + "\n")
+    overrides = tmp_path / "overrides.yaml"
+    overrides.write_text("repositories:\n  demo/calc:\n    '*': {extra_requirements: [agentrl-no-such-package==1.0]}\n")
+    assert validate_command(["validate", str(path), "--repository", str(folder), "--sandbox", "bwrap",
+                             "--overrides", str(overrides)]) == 1
+    verdict = json.loads((tmp_path / "instances.jsonl.validation.json").read_text())["instances"]["calc-9"]
+    assert (verdict["usable"], verdict["reason"]) == (False, "install_failed")
+    assert "agentrl-no-such-package==1.0: no release matches" in verdict["detail"]
+
+
 def test_a_task_without_fail_to_pass_is_refused_at_construction(tasks):
     task = tasks["strict"]
     empty = Task(id="calc-0", env="SWE", family="swebench", prompt=task.prompt, answer=task.answer,
