@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
 
 LOOPBACK_HOSTS = frozenset({"localhost"})
@@ -67,23 +68,37 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "every request must then carry it")
     import uvicorn
 
-
     import agentgym_envs  # noqa: F401  (registers the ids)
     from agentgym_envs.errors import AgentgymError
     from agentgym_envs.serve.app import build_app
     from agentgym_envs.serve.session import ServeConfig, ServedEnv
 
-    try:
-        config = ServeConfig(args.env_id, args.env_kwargs, args.max_sessions, args.idle_timeout)
-        served = ServedEnv.probe(config)
-    except (AgentgymError, ValueError, TypeError) as exc:
-        raise SystemExit(f"{args.env_id}: {exc}") from exc
-    print(f"serving {args.env_id} (tools: {', '.join(served.tool_names)}; {len(served.tasks)} tasks of split "
-          f"{served.split}) on http://{args.host}:{args.port}: OpenEnv (/ws, /mcp, /reset, /step) and ORS "
-          f"(/create, /<env>/call); at most {args.max_sessions} sessions", file=sys.stderr, flush=True)
-    uvicorn.run(build_app(served, token=args.token), host=args.host, port=args.port, log_level="warning",
-                ws_max_size=64 << 20)
+    with ExitStack() as stack:
+        try:
+            env_kwargs = {**shared_service_kwargs(args.env_id, args.env_kwargs, stack), **args.env_kwargs}
+            config = ServeConfig(args.env_id, env_kwargs, args.max_sessions, args.idle_timeout)
+            served = ServedEnv.probe(config)
+        except (AgentgymError, ValueError, TypeError) as exc:
+            raise SystemExit(f"{args.env_id}: {exc}") from exc
+        print(f"serving {args.env_id} (tools: {', '.join(served.tool_names)}; {len(served.tasks)} tasks of split "
+              f"{served.split}) on http://{args.host}:{args.port}: OpenEnv (/ws, /mcp, /reset, /step) and ORS "
+              f"(/create, /<env>/call); at most {args.max_sessions} sessions", file=sys.stderr, flush=True)
+        uvicorn.run(build_app(served, token=args.token), host=args.host, port=args.port, log_level="warning",
+                    ws_max_size=64 << 20)
     return 0
+
+
+def shared_service_kwargs(env_id: str, env_kwargs: dict[str, Any], stack: ExitStack) -> dict[str, Any]:
+    """Start the service every env of ``env_id`` shares when its spec has one (WebShop's shop server), once for the
+    whole server, stopped with it; the env kwargs that reach it ({} for an env without one)."""
+    from agentgym_envs.registration import env_spec
+
+    start = env_spec(env_id).service
+    if start is None:
+        return {}
+    service = start(env_kwargs.get("split") or "train")
+    stack.callback(service.close)
+    return service.env_kwargs()
 
 
 if __name__ == "__main__":

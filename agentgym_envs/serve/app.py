@@ -14,7 +14,7 @@ which send no headers: give them ``http://host:port/auth/<token>`` as their URL)
 from __future__ import annotations
 
 import hmac
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -61,10 +61,8 @@ class ProtocolRouter:
     async def _websocket(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         """An OpenEnv WebSocket session. openenv-core (0.3.0) closes the socket again after a client's ``close``
         message and raises when the client has already gone; the session is closed before that, so it is dropped."""
-        try:
+        with suppress(WebSocketDisconnect):
             await self.openenv(scope, receive, send)
-        except WebSocketDisconnect:
-            pass
 
     def _authorized(self, scope: dict[str, Any]) -> bool:
         """True when the request carries the token; a token in the path is stripped from it."""

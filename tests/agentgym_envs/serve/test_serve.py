@@ -293,3 +293,52 @@ def test_a_sandboxed_env_is_played_and_released_even_when_its_client_vanishes_mi
             assert env.reset(task=task.id, seed=0).observation["info"]["task_id"] == task.id
     finally:
         served.stop()
+
+
+def test_trl_grpo_trains_two_steps_through_openrewardspec_on_the_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.experimental.openreward import OpenRewardSpec
+
+    from benchmarks.rollout_throughput import Settings, load_warm_model
+    from trainers.rollout import stop_token_ids
+    from trainers.trl_environment import tool_calling_tokenizer
+
+    served = Served(SEARCH, "--env-kwargs", '{"split": "test", "prompt_style": "task"}')
+    try:
+        monkeypatch.setenv("OPENREWARD_SESSION_URL", served.url)
+        monkeypatch.setenv("OPENREWARD_API_URL", served.url)
+        spec = OpenRewardSpec(served.url, split="test", num_tasks=4)
+        # The warm-started tiny model calls tools (cached; shared with the rollout-throughput benchmark).
+        model, tokenizer = load_warm_model(Settings())
+        model.generation_config.eos_token_id = stop_token_ids(tokenizer)
+        before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+
+        def tool_calls(environments, **_):
+            """Logged only: the tool calls each rollout made on the server."""
+            return [float(len(environment.rewards)) for environment in environments]
+
+        def length_parity(completions, **_):
+            """A stand-in with variance, so that GRPO has a signal whatever the verifier says."""
+            return [float(len(str(messages)) % 2) for messages in completions]
+
+        args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_steps=2,
+                          max_completion_length=256, max_tool_calling_iterations=2, learning_rate=1e-2,
+                          generation_kwargs={"max_new_tokens": 48}, use_cpu=True, bf16=False, report_to=[],
+                          save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0,
+                          reward_weights=[1.0, 1.0, 0.0])
+        trainer = GRPOTrainer(model=model, processing_class=tool_calling_tokenizer(tokenizer, list_tools=False),
+                              args=args, train_dataset=spec.train_dataset,
+                              environment_factory=spec.environment_factory,
+                              reward_funcs=[spec.reward_funcs, length_parity, tool_calls])
+        try:
+            trainer.train()
+        finally:  # TRL never closes its environments: end their ORS sessions (and the SDK's pings)
+            for environment in (env for pool in trainer._environment_pool.values() for env in pool):
+                environment._close()
+        assert trainer.state.global_step == 2
+        logged = [entry for entry in trainer.state.log_history if "rewards/tool_calls/mean" in entry]
+        assert len(logged) == 2 and sum(entry["rewards/tool_calls/mean"] for entry in logged) > 0
+        assert any(not (parameter == before[name]).all() for name, parameter in model.named_parameters())
+    finally:
+        served.stop()
