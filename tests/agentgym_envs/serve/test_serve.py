@@ -291,8 +291,31 @@ def test_a_sandboxed_env_is_played_and_released_even_when_its_client_vanishes_mi
         assert bwrap_processes(served.process.pid) == 0
         with GenericEnvClient(base_url=served.url).sync() as env:  # the server goes on
             assert env.reset(task=task.id, seed=0).observation["info"]["task_id"] == task.id
+        # A server stop with a kernel running in a session of each protocol: the client is told, nothing is left.
+        import psutil
+
+        with connect(served.url.replace("http", "ws") + "/ws") as socket:
+            for message in ({"type": "reset", "data": {"task": task.id}},
+                            {"type": "step", "data": {"tool_calls": [{"name": "python",
+                                                                      "arguments": {"code": "x = 1"}}]}}):
+                socket.send(json.dumps(message))
+                socket.recv(timeout=60)
+            headers = {"X-Session-ID": "ors-session"}
+            assert httpx.post(f"{served.url}/create", json={"split": "test", "index": 0}, headers=headers).is_success
+            called = httpx.post(f"{served.url}/agentrlenvironment/call", headers=headers, timeout=60,
+                                json={"name": "python", "input": {"code": "1"}})
+            assert '"ok":true' in called.text
+            children = psutil.Process(served.process.pid).children(recursive=True)
+            assert sum("bwrap" in child.name() for child in children) >= 2
+            served.stop()
+            _, alive = psutil.wait_procs(children, timeout=15)
+            assert alive == []
+            with pytest.raises(Exception, match="1012"):  # the client learns the server went away (service restart)
+                socket.send(json.dumps({"type": "step", "data": {"content": "<answer>1</answer>"}}))
+                socket.recv(timeout=10)
     finally:
-        served.stop()
+        if served.process.poll() is None:
+            served.stop()
 
 
 def test_trl_grpo_trains_two_steps_through_openrewardspec_on_the_server(tmp_path, monkeypatch):
