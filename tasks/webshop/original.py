@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import dataclasses
 import itertools
 import json
 import logging
@@ -53,7 +54,7 @@ import math
 import random
 import re
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -728,7 +729,8 @@ def convert_original(
 
     The items file is streamed twice: once for the names of the products the instructions are about, once
     to write every product as it is read, keeping only the products that share a name with one of them
-    (the goals and their ``matching_products`` need no other). The attributes file is held as each asin's
+    (the goals and their ``matching_products`` need no other), without their description, bullet points
+    and reviews (no goal reads them). The attributes file is held as each asin's
     attributes only. The result is what :func:`load_original_products` and :func:`load_original_goals`
     make of the same files.
 
@@ -758,12 +760,17 @@ def convert_original(
             catalogue.write(json.dumps(product.to_dict(), ensure_ascii=False) + "\n")
             written += 1
             if product.title in names:
-                kept.append(product)
+                kept.append(_for_goals(product))
     if instructions_path is None:
         return written, 0
     tasks = load_original_goals(kept, instructions_path=instructions_path, human=human, seed=seed, limit=limit_goals)
-    _write_lines(out / "tasks.jsonl", [task.to_json() for task in tasks])
+    _write_lines(out / "tasks.jsonl", (task.to_json() for task in tasks))
     return written, len(tasks)
+
+
+def _for_goals(product: Product) -> Product:
+    """The product without what no goal reads (description, bullet points, reviews), to keep less in memory."""
+    return dataclasses.replace(product, description="", features=(), reviews=())
 
 
 def _names_of(items_path: str | Path, asins: Collection[str], limit: int | None) -> set[str]:
@@ -802,7 +809,9 @@ def write_original_format(folder: Path, products: Sequence[Product], count: int,
         for index in range(count):
             product = products[index % len(products)]
             asin, comma = f"B{index:09d}", "," if index else ""
-            items.write(comma + "\n" + json.dumps(_as_item(product, asin), ensure_ascii=False))
+            copy = index // len(products)
+            item = _as_item(product, asin) | ({"name": f"{product.title} {copy}"} if copy else {})
+            items.write(comma + "\n" + json.dumps(item, ensure_ascii=False))
             entry: dict[str, Any] = {"attributes": list(product.attributes)}
             if index % instructions_every == 0:
                 wanted = list(product.attributes[:2])
@@ -849,8 +858,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write_lines(path: Path, lines: Sequence[str]) -> None:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+def _write_lines(path: Path, lines: Iterable[str]) -> None:
+    with path.open("w", encoding="utf-8") as file:
+        for line in lines:
+            file.write(line + "\n")
 
 
 if __name__ == "__main__":
