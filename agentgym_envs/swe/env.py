@@ -31,8 +31,9 @@ Grading never raises out of ``step`` but for an infrastructure fault (a sandbox 
 ``info["infra_error"]``). Anything else that goes wrong while grading is an *invalid run*: the episode ends
 scored 0 with the reward component ``invalid`` at 1.0 (``benchmarks.evaluate`` counts such episodes apart from
 wrong answers), the last observation says why, and ``info["grading"]`` (:func:`grading_info`, on every step that
-graded) carries ``valid``, ``status``, ``reason``, ``detail``, ``exit_code``, ``duration_s`` and ``tests``. The
-reasons (:data:`~tasks.swe.testrun.REASONS`):
+graded) carries ``valid``, ``status``, ``reason``, ``detail``, ``exit_code``, ``duration_s``, ``tests``, the
+``runner`` and ``tamper_checked`` (False for a unittest run, which has no guard). The reasons
+(:data:`~tasks.swe.testrun.REASONS`):
 
     ====================  ==================================================================================
     reason                what went wrong
@@ -388,6 +389,10 @@ class SWEEnv(SandboxEnv):
             return open_sandbox("docker", self._limits(), image=self._docker_image())
         raise EnvConfigError(f"task environments need sandbox='docker' or 'bwrap', got {self.backend!r}")
 
+    def _test_runner(self) -> str:
+        """The episode's environment's test runner (pytest for a task without one)."""
+        return self._environment.test_runner if self._environment else "pytest"
+
     def _test_timeout_s(self) -> float:
         """The grading run's time limit: the episode's environment's, else the env's."""
         timeout = self._environment.test_timeout_s if self._environment else None
@@ -518,8 +523,10 @@ class SWEEnv(SandboxEnv):
         except Exception as exc:  # a bug of the grader: an invalid run that names it, and a logged traceback
             logger.exception("SWE grading of task %s failed", task.id)
             run, patch = TestRun(status="error", reason="grader_error", detail=f"{type(exc).__name__}: {exc}"), ""
-        self._grading = grading_info(run)
-        return {"test_run": run.to_dict(), "patch": patch, "truncated": self.at_turn_limit, "rules": self.rules}
+        runner = self._test_runner()
+        self._grading = {**grading_info(run), "runner": runner, "tamper_checked": runner == "pytest"}
+        rules = self.rules if runner == "pytest" else "strict"  # unittest's ids are matched as given
+        return {"test_run": run.to_dict(), "patch": patch, "truncated": self.at_turn_limit, "rules": rules}
 
     def _patch_and_run(self, task: Task) -> tuple[TestRun, str]:
         """The grading run and the agent's patch (``""`` when its tree could not be read back)."""
@@ -545,7 +552,8 @@ class SWEEnv(SandboxEnv):
             return TestRun(status="error", reason="tree_unwritable",
                            detail=f"the patched repository could not be written: {exc}")
         self.last_test_run = run_tests(self.sandbox, test_ids(task), timeout_s=self._test_timeout_s(),
-                                       config=grading_config(task, self._tree), rules=self.rules)
+                                       config=grading_config(task, self._tree), rules=self.rules,
+                                       runner=self._test_runner())
         return self.last_test_run
 
     def _verdict(self) -> tuple[str, dict[str, Any]]:

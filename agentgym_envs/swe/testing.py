@@ -58,7 +58,7 @@ from typing import Any
 from agentgym_envs.errors import SandboxError
 from agentgym_envs.sandbox.base import Sandbox
 from rewards.swe import RULES, swebench_matches, swebench_test_key
-from tasks.swe.testrun import OUTCOMES, TestRun
+from tasks.swe.testrun import OUTCOMES, SEVERITY, TestRun
 
 TESTBED = "testbed"
 """The repository's folder, relative to the sandbox's work directory."""
@@ -98,6 +98,100 @@ if os.path.isdir({ENV_SITE!r}):  # the repository's environment, ahead of the in
 sys.path.insert(0, os.getcwd())
 raise SystemExit(pytest.console_main())
 '''
+
+UNITTEST_BOOTSTRAP_SOURCE = f'''"""Run unittest tests and write this run's report (not tamper-checked: no guard)."""
+import json
+import os
+import re
+import site
+import sys
+import unittest
+
+SETTINGS = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.json")))
+if os.path.isdir({ENV_SITE!r}):
+    before = list(sys.path)
+    site.addsitedir({ENV_SITE!r})
+    sys.path[:] = [path for path in sys.path if path not in before] + before
+sys.path.insert(0, os.getcwd())
+
+
+def dotted(test_id):
+    """SWE-bench's Django form 'test_f (pkg.module.Class)' as unittest's 'pkg.module.Class.test_f'."""
+    match = re.fullmatch(r"(\\S+) \\(([\\w.]+)\\)", test_id)
+    return f"{{match.group(2)}}.{{match.group(1)}}" if match else test_id
+
+
+REQUESTED = None if SETTINGS["test_ids"] is None else {{dotted(i): i for i in SETTINGS["test_ids"]}}
+SEVERITY = {SEVERITY!r}
+outcomes, collection_errors = {{}}, []
+
+
+class Result(unittest.TextTestResult):
+    def record(self, test, outcome):
+        if type(test).__name__ in ("_FailedTest", "ModuleImportFailure"):
+            collection_errors.append(test.id())
+            return
+        key = REQUESTED.get(test.id(), test.id()) if REQUESTED else test.id()
+        if key not in outcomes or SEVERITY[outcome] > SEVERITY[outcomes[key]]:
+            outcomes[key] = outcome
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.record(test, "passed")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.record(test, "failed")
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.record(test, "error")
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self.record(test, "skipped")
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self.record(test, "xfailed")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self.record(test, "xpassed")
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self.record(test, "failed" if issubclass(err[0], test.failureException) else "error")
+
+
+loader = unittest.TestLoader()
+suite = unittest.TestSuite()
+if REQUESTED is None:
+    suite.addTests(loader.discover(SETTINGS["start"], top_level_dir=os.getcwd()))
+else:
+    for name in REQUESTED:
+        try:
+            suite.addTests(loader.loadTestsFromName(name))
+        except AttributeError as error:  # a name that names no test: it is not reported
+            print(f"cannot load {{name}}: {{error!r}}")
+        except Exception as error:  # its module does not import: a collection error
+            print(f"cannot load {{name}}: {{error!r}}")
+            collection_errors.append(name)
+result = unittest.TextTestRunner(stream=sys.stdout, resultclass=Result, verbosity=2).run(suite)
+exitstatus = 2 if collection_errors else 5 if result.testsRun == 0 else 0 if result.wasSuccessful() else 1
+with open(SETTINGS["report"], "w") as report:
+    json.dump({{"nonce": SETTINGS["nonce"], "outcomes": outcomes, "exitstatus": exitstatus,
+               "collection_errors": collection_errors, "not_collected": [], "tamper": []}}, report)
+sys.stdout.flush()
+os._exit(exitstatus)
+'''
+"""The unittest runner's bootstrap: unittest's own loader and result, SWE-bench's Django ids read as dotted
+names, outcomes keyed by the requested ids. No guard: such a run is not tamper-checked (``info["grading"]``
+says so)."""
+
+TEST_RUNNERS = ("pytest", "unittest")
+"""The runners :func:`run_tests` drives."""
 
 MAX_TREE_BYTES = 64 << 20
 """Largest archive of a working tree :func:`read_tree` reads back."""
@@ -406,11 +500,13 @@ def _pytest_argv(test_ids: Sequence[str] | None, suite_paths: Sequence[str], con
 
 
 def _write_run_folder(sandbox: Sandbox, run_dir: str, nonce: str, test_ids: Sequence[str] | None,
-                      config: PytestConfig, workdir: str, rules: str) -> None:
-    """Write the bootstrap, the guard, its settings and the configuration into ``run_dir``."""
+                      config: PytestConfig, workdir: str, rules: str, runner: str = "pytest",
+                      start: str = ".") -> None:
+    """Write the runner's bootstrap, the guard, its settings and the configuration into ``run_dir``."""
     settings = {"nonce": nonce, "test_ids": None if test_ids is None else list(test_ids), "rules": rules,
-                "report": f"{workdir}/{run_dir}/report.json"}
-    sandbox.write_file(f"{run_dir}/bootstrap.py", BOOTSTRAP_SOURCE.encode())
+                "report": f"{workdir}/{run_dir}/report.json", "start": start}
+    bootstrap = UNITTEST_BOOTSTRAP_SOURCE if runner == "unittest" else BOOTSTRAP_SOURCE
+    sandbox.write_file(f"{run_dir}/bootstrap.py", bootstrap.encode())
     sandbox.write_file(f"{run_dir}/{GUARD_MODULE}.py", GUARD_SOURCE.encode())
     sandbox.write_file(f"{run_dir}/guard.json", json.dumps(settings).encode())
     sandbox.write_file(f"{run_dir}/config/{config.name}", config.data)
@@ -424,7 +520,8 @@ def _work_directory(sandbox: Sandbox) -> str:
 
 
 def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: float, folder: str = TESTBED,
-              config: PytestConfig | None = None, suite_paths: Sequence[str] = (), rules: str = "strict") -> TestRun:
+              config: PytestConfig | None = None, suite_paths: Sequence[str] = (), rules: str = "strict",
+              runner: str = "pytest") -> TestRun:
     """Run the repository's tests ``test_ids`` (the whole suite when None) in the sandbox, under the guard.
 
     Args:
@@ -447,21 +544,29 @@ def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: fl
     Returns:
         The run; see the module's table for when it is ``"error"`` (:attr:`TestRun.reason` names which).
 
+        runner: ``"pytest"`` (under the guard) or ``"unittest"`` (:data:`UNITTEST_BOOTSTRAP_SOURCE`: unittest's
+            dotted ids, or SWE-bench's Django form ``test_f (module.Class)``; not tamper-checked, and its ids are
+            matched as given whatever ``rules`` say).
+
     Raises:
-        ValueError: ``test_ids`` is empty, or unknown ``rules``.
+        ValueError: ``test_ids`` is empty, unknown ``rules`` or an unknown ``runner``.
         SandboxError: The sandbox itself failed, or the harness could not run (an infrastructure fault in a
             fresh sandbox).
     """
     if test_ids is not None and not test_ids:
         raise ValueError("expected test ids to run (or None for the whole suite), got none")
-    if rules not in RULES:
-        raise ValueError(f"rules: expected one of {list(RULES)}, got {rules!r}")
+    if rules not in RULES or runner not in TEST_RUNNERS:
+        raise ValueError(f"rules, runner: expected one of {list(RULES)} and {list(TEST_RUNNERS)}, got {rules!r} and "
+                         f"{runner!r}")
+    rules = rules if runner == "pytest" else "strict"
     nonce = secrets.token_hex(16)
     run_dir = f".agentrl-run-{nonce[:16]}"
     config = config or PytestConfig()
     workdir = _work_directory(sandbox)
-    _write_run_folder(sandbox, run_dir, nonce, test_ids, config, workdir, rules)
-    argv = _pytest_argv(test_ids, suite_paths, f"{workdir}/{run_dir}/config/{config.name}", f"{workdir}/{folder}")
+    _write_run_folder(sandbox, run_dir, nonce, test_ids, config, workdir, rules, runner,
+                      start=suite_paths[0] if suite_paths else ".")
+    argv = (_pytest_argv(test_ids, suite_paths, f"{workdir}/{run_dir}/config/{config.name}", f"{workdir}/{folder}")
+            if runner == "pytest" else [])
     call = (f"_agentrl_run_pytest({workdir + '/' + run_dir!r}, {workdir + '/' + folder!r}, {argv!r}, "
             f"{timeout_s!r}, {nonce!r}); del _agentrl_run_pytest")
     try:

@@ -14,7 +14,7 @@ repository's own metadata, and a user's override file corrects or pins what the 
                           ``setup.py``; ``requirements*test*.txt``-style files; ``deps`` of tox's ``[testenv]``
     ``package_roots``     ``src`` when the packages live there (a ``src/`` layout), else the repository root
     ``dist_name``         the project's name (``pyproject.toml``, ``setup.cfg``, ``setup.py``, else the repo's)
-    ``test_runner``       ``pytest`` (the only runner so far; the guard reads its report)
+    ``test_runner``       ``pytest`` (the guard reads its report); ``unittest`` only by an override
     ====================  ========================================================================================
 
 Requirements whose environment marker does not hold on Linux with CPython 3.11 are left out. A pytest among them
@@ -69,8 +69,8 @@ REQUIREMENT_FILES = ("requirements-test.txt", "requirements_test.txt", "test-req
                      "requirements/tests.txt", "requirements/testing.txt", "tests/requirements.txt")
 """Test requirement files looked for, relative to the repository's root."""
 
-TEST_RUNNERS = ("pytest",)
-"""Test runners an environment may name."""
+TEST_RUNNERS = ("pytest", "unittest")
+"""Test runners an environment may name (``unittest`` runs are not tamper-checked)."""
 
 ENVIRONMENT_VERSION = 1
 """Bump when the build of an environment changes in a way its fields do not show (it is part of the hash)."""
@@ -94,7 +94,7 @@ class RepoEnvironment:
             root, ``"src"`` for a src layout).
         dist_name: The distribution the repository installs (its ``importlib.metadata`` name).
         dist_version: The version its metadata says (``version``, or ``0`` when none is known).
-        test_runner: One of :data:`TEST_RUNNERS`.
+        test_runner: One of :data:`TEST_RUNNERS`: ``pytest`` (tamper-checked by the guard) or ``unittest``.
         memory_mb: The sandbox memory its suite needs (None: the env's default).
         test_timeout_s: The grading run's time limit (None: the env's default).
     """

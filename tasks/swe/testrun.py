@@ -55,7 +55,7 @@ applying the task's ``test_patch``, the grader's own code)."""
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 """The outcome of one test. pytest's JUnit report writes a non-strict xpass as a pass, so
 :func:`parse_junit_xml` never returns ``"xpassed"``; other reporters may."""
-_SEVERITY = {"skipped": 0, "xfailed": 1, "passed": 2, "xpassed": 3, "failed": 4, "error": 5}
+SEVERITY = {"skipped": 0, "xfailed": 1, "passed": 2, "xpassed": 3, "failed": 4, "error": 5}
 """When a report holds one test twice (a failed call and a failing teardown), the worse outcome is kept."""
 
 
@@ -160,7 +160,7 @@ def parse_junit_xml(xml: bytes | str, root: str | os.PathLike[str] | Iterable[st
     for case in _testcases(xml):
         test_id = _test_id(case, modules)
         outcome = _outcome(case)
-        if test_id not in outcomes or _SEVERITY[outcome] > _SEVERITY[outcomes[test_id]]:
+        if test_id not in outcomes or SEVERITY[outcome] > SEVERITY[outcomes[test_id]]:
             outcomes[test_id] = outcome
     return outcomes
 

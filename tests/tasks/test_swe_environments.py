@@ -84,7 +84,8 @@ def test_overrides_replace_add_and_set_limits_per_instance(tmp_path):
     ("repositories:\n  me/lib:\n    '*': {requirement: [x]}\n", "got unknown \\['requirement'\\]"),
     ("repositories:\n  me/lib:\n    '*': {requirements: x}\n", "requirements: expected a list of strings"),
     ("repositories:\n  me/lib:\n    '*': {package_roots: [../up]}\n", "expected folders inside the repository"),
-    ("repositories:\n  me/lib:\n    '*': {test_runner: nose}\n", "test_runner: expected one of \\['pytest'\\]"),
+    ("repositories:\n  me/lib:\n    '*': {test_runner: nose}\n",
+     "test_runner: expected one of \\['pytest', 'unittest'\\]"),
 ])
 def test_a_bad_override_file_says_what_is_wrong(tmp_path, text, message):
     path = tmp_path / "overrides.yaml"

@@ -17,7 +17,7 @@ from agentgym_envs.swe import SWEEnv
 from agentgym_envs.swe.__main__ import main as validate_command
 from benchmarks.evaluate import invalid_lines, summarize
 from tasks import Task
-from tasks.swe.instances import SWEInstance, load_swesmith
+from tasks.swe.instances import SWEInstance, load_swebench, load_swesmith
 from tasks.swe.patches import diff_trees
 from tests.agentgym_envs.swe.conftest import CLAMP_BUG, OPS, REPO, TESTS, changed
 from tests.conftest import require_backend
@@ -123,7 +123,8 @@ def test_a_fix_resolves_and_says_its_run_was_valid(env, tasks):
     _, reward, terminated, _, info = submit_after(env, tasks["strict"], FIX_COMMAND)
     assert (reward, terminated, info["reward_components"]["outcome/invalid"]) == (1.0, True, 0.0)
     assert info["grading"] | {"duration_s": 0} == {"valid": True, "status": "ok", "reason": "", "detail": "",
-                                                  "exit_code": 0, "duration_s": 0, "tests": 3}
+                                                  "exit_code": 0, "duration_s": 0, "tests": 3, "runner": "pytest",
+                                                  "tamper_checked": True}
 
 
 def test_a_folder_at_the_wrong_commit_is_an_invalid_run_not_an_exception(env, tasks):
@@ -238,6 +239,49 @@ def test_an_environment_that_does_not_build_is_reported_as_install_failed(tmp_pa
     verdict = json.loads((tmp_path / "instances.jsonl.validation.json").read_text())["instances"]["calc-9"]
     assert (verdict["usable"], verdict["reason"]) == (False, "install_failed")
     assert "agentrl-no-such-package==1.0: no release matches" in verdict["detail"]
+
+
+UNIT_TESTS = b'''import unittest
+
+from calc import add, clamp
+
+
+class TestOps(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_clamp_top(self):
+        self.assertEqual(clamp(11, 0, 10), 10)
+
+    def test_clamp_cases(self):
+        for x, expected in [(5, 5), (11, 10)]:
+            with self.subTest(x=x):
+                self.assertEqual(clamp(x, 0, 10), expected)
+'''
+"""A unittest suite; a failing subtest fails its test."""
+
+
+def test_a_unittest_environment_grades_with_unittest_not_tamper_checked(backend, tmp_path):
+    folder = write_folder(tmp_path / "calc", {**BUGGY, "tests/__init__.py": b"", "tests/test_unit.py": UNIT_TESTS})
+    instance = SWEInstance(instance_id="calc-u", repo="demo/calc", base_commit="c0ffee", patch=FIX,
+                           problem_statement="clamp(11, 0, 10) returns 9; it should return 10.",
+                           FAIL_TO_PASS=("test_clamp_top (tests.test_unit.TestOps)",  # SWE-bench's Django form
+                                         "tests.test_unit.TestOps.test_clamp_cases"),
+                           PASS_TO_PASS=("test_add (tests.test_unit.TestOps)",))
+    path, overrides = tmp_path / "unit.jsonl", tmp_path / "overrides.yaml"
+    path.write_text(json.dumps(instance.to_dict()) + "\n")
+    overrides.write_text("repositories:\n  demo/calc:\n    '*': {test_runner: unittest}\n")
+    made = SWEEnv(tasks=load_swebench(path, repository=folder, overrides=overrides), sandbox=backend,
+                  test_timeout_s=TEST_TIMEOUT_S)
+    try:
+        _, reward, _, _, info = submit_after(made, made.tasks[0], FIX_COMMAND)
+        assert (reward, info["grading"]["runner"], info["grading"]["tamper_checked"]) == (1.0, "unittest", False)
+        _, reward, _, _, info = submit_after(made, made.tasks[0], "touch notes.txt")
+        assert (reward, info["grading"]["valid"], info["reward_components"]["outcome/f2p_passed"],
+                info["reward_components"]["outcome/p2p_passed"]) == (0.0, True, 0.0, 1.0)  # the subtest failed too
+        assert_invalid(submit_after(made, made.tasks[0], "echo 'def broken(:' >> calc/ops.py"), "collection_error")
+    finally:
+        made.close()
 
 
 def test_a_task_without_fail_to_pass_is_refused_at_construction(tasks):
