@@ -4,7 +4,8 @@ The repository lives in ``testbed/`` under the sandbox's work directory (``/work
 backends). Every transfer is one archive and one kernel cell (:func:`prepare_tree`, :func:`restore_files`,
 :func:`read_tree`), which is several times faster than a ``write_file`` per file for a real repository.
 
-:func:`run_tests` runs pytest as a child process of the kernel, in its own process group, killed at the time
+:func:`run_tests` runs pytest (or, for an environment that names it, unittest, with no guard: such a run is not
+tamper-checked) as a child process of the kernel, in its own process group, killed at the time
 limit. Nothing of the run's machinery is inside the repository: a per-run folder ``.agentrl-run-<nonce>/``
 next to it holds the bootstrap, the guard plugin (:mod:`agentgym_envs.swe.pytest_guard`), the configuration (a
 copy of the host's, so edits to ``setup.cfg`` or ``pyproject.toml`` change nothing) and the report. The
