@@ -65,6 +65,12 @@ def env_spec(name: str) -> EnvSpec:
     return SPECS.get(name)
 
 
+def canonical_env_id(name: str) -> str:
+    """The id of a registered id or alias (``"data"`` gives ``"agentrl/DataAnalysis-v0"``); any other name as given
+    (a Gymnasium id registered without a spec)."""
+    return SPECS.get(name).id if name in SPECS.names() else name
+
+
 def runs_agent_code(env_id: str) -> bool:
     """True for an env whose tools run the agent's code in a sandbox, so that it takes ``sandbox=`` and friends.
 

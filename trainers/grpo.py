@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,8 +37,10 @@ import torch
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
 from agentgym_envs import EnvCard, describe  # importing the package registers the agentrl/... ids
+from agentgym_envs.registration import canonical_env_id, registered_ids
 from tasks import Task, make_sampler
 from tasks.curriculum import TaskSampler
+from trainers.cli_help import FULL_HELP_FLAG, own_fields, short_help
 from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
 from trainers.horizon import HorizonSchedule
 from trainers.infra_guard import (
@@ -123,13 +126,8 @@ class AgentGRPOConfig(GRPOConfig):
         if self.zero_variance_warn_steps < 0:
             raise ValueError(f"zero_variance_warn_steps: expected >= 0 (0 = never warn), got "
                              f"{self.zero_variance_warn_steps}")
-        if isinstance(self.env_kwargs, str):
-            self.env_kwargs = json.loads(self.env_kwargs)
-        self.env_kwargs = dict(self.env_kwargs or {})
-        unknown = set(self.env_kwargs) - set(self.envs)
-        if unknown:
-            raise ValueError(f"env_kwargs: expected keys among envs {self.envs}, got {sorted(unknown)}; "
-                             "add them to envs or remove their kwargs")
+        self.envs = [canonical_env_id(name) for name in self.envs]
+        self.env_kwargs = kwargs_of_envs(self.envs, self.env_kwargs)
         if self.max_turns < 1 or self.max_tokens_per_turn < 1:
             raise ValueError(f"max_turns and max_tokens_per_turn: expected >= 1, got {self.max_turns}, "
                              f"{self.max_tokens_per_turn}")
@@ -444,6 +442,26 @@ def component_reward(name: str):
     return component
 
 
+def kwargs_of_envs(envs: Sequence[str], env_kwargs: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """``env_kwargs`` (a JSON string on the command line) keyed by env id, for the envs trained on.
+
+    Kwargs of a registered env that is not trained on are dropped with a warning, so that ``--envs ID`` alone
+    overrides a recipe written for another env.
+
+    Raises:
+        ValueError: A key that is neither among ``envs`` nor a registered id or alias (a typo).
+    """
+    given = json.loads(env_kwargs) if isinstance(env_kwargs, str) else dict(env_kwargs or {})
+    by_id = {canonical_env_id(name): kwargs for name, kwargs in given.items()}
+    unknown = sorted(name for name in by_id if name not in envs and name not in registered_ids())
+    if unknown:
+        raise ValueError(f"env_kwargs: expected keys among envs {list(envs)} or registered ids, got {unknown}")
+    unused = sorted(set(by_id) - set(envs))
+    if unused:
+        warnings.warn(f"env_kwargs: {unused} not among envs {list(envs)}; their kwargs are not used", stacklevel=2)
+    return {env_id: kwargs for env_id, kwargs in by_id.items() if env_id in envs}
+
+
 def default_env_factory(config: AgentGRPOConfig) -> Callable[[str], gym.Env]:
     """``gym.make(env_id, **config.env_kwargs[env_id])``, here or (``env_workers: ray``) in a Ray actor each."""
     return make_env_factory(config.env_kwargs, workers=config.env_workers, ray_address=config.ray_address)
@@ -619,7 +637,8 @@ def build_trainer(config: AgentGRPOConfig, model, tokenizer, *, tasks: Mapping[s
                                                                                  config.process_index),
                                                           required_tools=required_tools(cards, tasks),
                                                           mismatch_every=config.mismatch_every,
-                                                          zero_variance_steps=config.zero_variance_warn_steps))
+                                                          zero_variance_steps=config.zero_variance_warn_steps,
+                                                          max_context_tokens=config.max_context_tokens))
     components = reward_component_names(cards)
     config.reward_weights = [1.0] + [0.0] * len(components)
     slots = config.max_steps * config.gradient_accumulation_steps * config.per_device_train_batch_size
@@ -642,6 +661,27 @@ def required_tools(cards: Mapping[str, EnvCard], tasks: Mapping[str, Sequence[Ta
             for env_id, card in cards.items()}
 
 
+EFFECTIVE_CONFIG_FILE = "effective_config.json"
+"""Written to ``output_dir`` when a run starts: every setting it runs with, after the config file and the flags."""
+
+
+def save_effective_config(config: AgentGRPOConfig, model_args: ModelConfig, argv: Sequence[str]) -> Path:
+    """Write :data:`EFFECTIVE_CONFIG_FILE` beside the checkpoint: the command line, and every field of the run's
+    config and model config as they are after the config file, the flags and the checks (``env_kwargs`` by id)."""
+    path = Path(config.output_dir) / EFFECTIVE_CONFIG_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"command": ["python", "-m", "trainers.grpo", *argv], "config": config.to_dict(),
+              "model": dataclasses.asdict(model_args)}
+    path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+COMMON_TRL_OPTIONS = ("model_name_or_path", "output_dir", "max_steps", "learning_rate", "num_generations",
+                      "per_device_train_batch_size", "gradient_accumulation_steps", "temperature", "loss_type", "beta",
+                      "epsilon", "epsilon_high", "logging_steps", "report_to", "seed", "use_vllm", "use_peft", "dtype")
+"""TRL and transformers options a run commonly sets, shown by ``--help`` after agentrl's own."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m trainers.grpo --config <yaml> [--flag value ...]``: train, save to ``output_dir``.
 
@@ -650,13 +690,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     from trl import get_peft_config
 
-    parser = TrlParser((AgentGRPOConfig, ModelConfig))
-    config, model_args = parser.parse_args_and_config(args=list(argv) if argv is not None else None)
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = TrlParser((AgentGRPOConfig, ModelConfig), prog="python -m trainers.grpo")
+    if FULL_HELP_FLAG in args:
+        parser.print_help()
+        return 0
+    if "-h" in args or "--help" in args:
+        own = own_fields(AgentGRPOConfig, GRPOConfig)
+        print(short_help(parser, "python -m trainers.grpo", own, COMMON_TRL_OPTIONS))
+        return 0
+    config, model_args = parser.parse_args_and_config(args=args)
     try:
         model, tokenizer = load_model(model_args.model_name_or_path or TINY_MODEL, model_args.dtype)
     except ModelNotFoundError as exc:
         raise SystemExit(f"error: {exc}") from exc
     trainer = build_trainer(config, model, tokenizer, peft_config=get_peft_config(model_args))
+    save_effective_config(config, model_args, args)
     try:
         trainer.train()
         trainer.save_model(config.output_dir)

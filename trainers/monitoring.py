@@ -33,6 +33,9 @@ Alerts (logged as warnings and written to the JSONL file):
   average (a symptom of reward hacking);
 * ``infra_errors``: more than ``infra_alert_share`` of a batch's episodes ended by an infrastructure fault
   (the message quotes the first; the trainers stop at ``infra_error_stop_share``, :mod:`trainers.infra_guard`);
+* ``context_budget``: more than ``context_alert_share`` of an environment's episodes in a batch ended because the
+  next turn did not fit ``max_context_tokens`` (stop reason ``context``); the message counts them per env and
+  says which settings to change. Such episodes are cut before they could answer, so they score as failures.
 * ``zero_variance_streak``: every group of ``zero_variance_steps`` batches in a row had equal rewards, so
   GRPO's advantages and gradient are 0 (a policy that never solves a task, typically one never
   warm-started; the message says how to warm-start). Once per streak.
@@ -75,11 +78,15 @@ class RolloutMonitor:
             forward pass over the batch.
         infra_alert_share: Alert when more than this share of a batch's episodes ended by an infrastructure fault.
         zero_variance_steps: Alert when every group of this many batches in a row had equal rewards (0 = never).
+        context_alert_share: Alert when more than this share of an env's episodes in a batch ended at the context
+            budget.
+        max_context_tokens: The run's context budget, quoted by that alert (None: not quoted).
     """
 
     def __init__(self, log_path: str | Path | None = None, required_tools: Mapping[str, Sequence[str]] | None = None,
                  min_required_tool_rate: float = 0.1, spike_z: float = 4.0, mismatch_every: int = 1,
-                 infra_alert_share: float = 0.25, zero_variance_steps: int = 3) -> None:
+                 infra_alert_share: float = 0.25, zero_variance_steps: int = 3, context_alert_share: float = 0.1,
+                 max_context_tokens: int | None = None) -> None:
         if zero_variance_steps < 0:
             raise ValueError(f"zero_variance_steps: expected >= 0 (0 = never alert), got {zero_variance_steps}")
         self.log_path = Path(log_path) if log_path else None
@@ -89,6 +96,8 @@ class RolloutMonitor:
         self.mismatch_every = mismatch_every
         self.infra_alert_share = infra_alert_share
         self.zero_variance_steps = zero_variance_steps
+        self.context_alert_share = context_alert_share
+        self.max_context_tokens = max_context_tokens
         self._zero_variance_streak = 0
         self._episodes: list[Episode] = []
         self._dropped = 0
@@ -116,6 +125,7 @@ class RolloutMonitor:
         self._batch_metrics.append(measured)
         self._check_spike(episodes)
         self._check_infra(episodes)
+        self._check_context(episodes)
         self._check_zero_variance(episodes)
 
     def flush(self, step: int | None = None) -> dict[str, float]:
@@ -159,6 +169,18 @@ class RolloutMonitor:
             self._alert("infra_errors", f"{share:.0%} of the batch's {len(episodes)} episodes ended by an "
                         f"infrastructure fault (> {self.infra_alert_share:.0%}); they teach nothing.\n"
                         f"  first fault: {first_infra_error(episodes)}\n  to fix: {INFRA_HINT}", step=None)
+
+    def _check_context(self, episodes: Sequence[Episode]) -> None:
+        """Alert when an env's episodes end at the context budget, with their counts per env."""
+        counts = context_budget_counts(episodes)
+        over = {env: (cut, total) for env, (cut, total) in counts.items() if cut > self.context_alert_share * total}
+        if not over:
+            return
+        budget = f"max_context_tokens={self.max_context_tokens}" if self.max_context_tokens else "max_context_tokens"
+        listed = ", ".join(f"{short_env_id(env)} {cut} of {total}" for env, (cut, total) in over.items())
+        self._alert("context_budget", f"episodes ended because the next turn did not fit {budget}: {listed}; they "
+                    "were cut before they could answer and score as failures. Raise max_context_tokens, or lower "
+                    "max_turns or max_tokens_per_turn (the env's recipe in trainers/configs sizes them)", step=None)
 
     def _check_zero_variance(self, episodes: Sequence[Episode]) -> None:
         """Count batches in a row whose every group (of those with a scored episode) had equal rewards; alert
@@ -219,6 +241,13 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         metrics[reward_metric(env_id)] = float(np.mean(values))
     metrics["groups/zero_variance"] = float(np.mean(list(group_has_zero_variance(episodes).values())))
     return metrics
+
+
+def context_budget_counts(episodes: Sequence[Episode]) -> dict[str, tuple[int, int]]:
+    """Per env id: (episodes that ended at the context budget, episodes), over those with any."""
+    totals = Counter(episode.env_id for episode in episodes)
+    cut = Counter(episode.env_id for episode in episodes if episode.stop_reason == "context")
+    return {env: (cut[env], totals[env]) for env in totals if cut[env]}
 
 
 def carries_no_signal(rewards: Iterable[float | None]) -> bool:

@@ -176,6 +176,16 @@ def test_config_checks_say_how_to_fix(tmp_path):
     assert config.rollout_config().max_tokens_per_turn == 8
 
 
+def test_envs_given_alone_override_a_recipe_written_for_another_env(tmp_path):
+    """``--envs data`` with a Search recipe's env_kwargs: the alias becomes the id, Search's kwargs are dropped
+    with a warning naming them, and the trained env's own kwargs are kept."""
+    with pytest.warns(UserWarning, match=r"env_kwargs: \['agentrl/Search-v0'\] not among envs"):
+        config = make_config(tmp_path, envs=["data"], env_kwargs={ENV_ID: {"families": ["single"]}})
+    assert config.envs == ["agentrl/DataAnalysis-v0"] and config.env_kwargs == {}
+    config = make_config(tmp_path, envs=["search"], env_kwargs={"search": {"families": ["single"]}})
+    assert config.envs == [ENV_ID] and config.env_kwargs == {ENV_ID: {"families": ["single"]}}
+
+
 def test_an_episode_whose_sandbox_failed_at_reset_reaches_trl_masked_out(tmp_path):
     from agentgym_envs.errors import SandboxCrashedError
 
@@ -358,3 +368,17 @@ def test_env_workers_ray_builds_remote_envs_on_a_local_cluster(tmp_path):
             env.close()
     finally:
         ray.shutdown()
+
+
+def test_help_shows_agentrls_options_first_and_trls_on_request(capsys):
+    from trainers.grpo import main
+
+    assert main(["--help"]) == 0
+    short = capsys.readouterr().out
+    assert short.index("agentrl options:") < short.index("--envs") < short.index("common TRL options:")
+    assert "--filter_zero_variance_groups" in short and "--no_filter_zero_variance_groups" in short
+    assert "--adam_beta1" not in short and "python -m trainers.grpo --help-trl" in short
+    assert len(short.splitlines()) < 250
+    assert main(["--help-trl"]) == 0
+    full = capsys.readouterr().out
+    assert "--adam_beta1" in full and "--envs" in full

@@ -3,6 +3,7 @@ Docker daemon that does not answer (a real unreachable socket, not a stand-in)."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -104,6 +105,8 @@ def test_grpo_with_the_docker_daemon_down_exits_non_zero_naming_it_and_saves_no_
     assert "python -m agentgym_envs.sandbox doctor" in done.stderr
     assert "rollout alert (infra_errors)" in done.stderr  # the monitor said so first
     assert not (output / "model.safetensors").exists()
+    effective = json.loads((output / "effective_config.json").read_text())  # written when the run started
+    assert effective["config"]["envs"] == [SANDBOXED_ENV] and effective["command"][-1] == "true"
 
 
 def test_ppo_with_the_docker_daemon_down_stops_at_the_first_update(monkeypatch):

@@ -76,3 +76,19 @@ def test_a_trainers_batch_metrics_are_logged_averaged_or_at_their_largest(tmp_pa
     assert record["rollout/max_turns"] == 3.0 and record["rollout/staleness"] == 0.5  # in the episode log too
     monitor.observe([episode(1.0)])
     assert "rollout/max_turns" not in monitor.flush(step=5)  # nothing carried over from the last log step
+
+
+def test_episodes_cut_at_the_context_budget_raise_an_alert_that_counts_them_per_env():
+    monitor = RolloutMonitor(max_context_tokens=1024)
+    cut = [episode(0.0) for _ in range(3)]
+    for made in cut:
+        made.stop_reason = "context"
+    monitor.observe(cut + [episode(1.0) for _ in range(5)])
+    (alert,) = monitor.alerts
+    assert alert["kind"] == "context_budget"
+    assert "max_context_tokens=1024: Search-v0 3 of 8" in alert["message"]
+    monitor.flush()
+    few = [episode(0.0) for _ in range(20)]
+    few[0].stop_reason = "context"  # 1 of 20: under the 10% share
+    monitor.observe(few)
+    assert monitor.alerts == []
