@@ -171,6 +171,24 @@ def derive_environment(repo: str, version: str, files: Mapping[str, bytes]) -> R
                            dist_version=_metadata_version(version))
 
 
+METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", *REQUIREMENT_FILES)
+"""The files :func:`derive_environment` reads."""
+
+
+def metadata_files(folder: str | os.PathLike[str]) -> dict[str, bytes]:
+    """What :func:`derive_environment` needs of a repository folder, without reading the whole tree: its
+    :data:`METADATA_FILES` and the paths (empty contents) of the modules and packages directly under ``src/``."""
+    root = Path(folder)
+    files = {name: (root / name).read_bytes() for name in METADATA_FILES if (root / name).is_file()}
+    src = root / "src"
+    for entry in sorted(src.iterdir()) if src.is_dir() else []:
+        if entry.is_file() and entry.suffix == ".py":
+            files[f"src/{entry.name}"] = b""
+        elif (entry / "__init__.py").is_file():
+            files[f"src/{entry.name}/__init__.py"] = b""
+    return files
+
+
 def package_root(files: Iterable[str]) -> str:
     """``"src"`` when a package or module lives directly under ``src/`` (a src layout), else ``"."``."""
     for path in files:

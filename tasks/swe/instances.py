@@ -41,7 +41,7 @@ from typing import Any
 from tasks.errors import TaskError
 from tasks.records import Task
 from tasks.swe.bugs import Bug
-from tasks.swe.environments import Overrides, derive_environment
+from tasks.swe.environments import Overrides, derive_environment, metadata_files
 from tasks.swe.keep import Judgement
 from tasks.swe.repos import RepoSpec, folder_files
 from tasks.swe.statements import problem_statement
@@ -292,7 +292,7 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
         task = instance.to_task(_repo_source(instance, repository, image), family="swebench")
         source = task.metadata["repo_source"]
         if source["kind"] == "path":
-            derived = derive_environment(instance.repo, instance.version, folder_files(source["path"]))
+            derived = derive_environment(instance.repo, instance.version, metadata_files(source["path"]))
             task.metadata["environment"] = fixes.apply(derived, instance.instance_id).to_dict()
         verdict = verdicts.get(instance.instance_id)
         if verdict and verdict.get("key") == validation_key(task):

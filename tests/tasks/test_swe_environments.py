@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.errors import TaskError
-from tasks.swe.environments import Overrides, RepoEnvironment, derive_environment, package_root
+from tasks.swe.environments import Overrides, RepoEnvironment, derive_environment, metadata_files, package_root
 
 PYPROJECT = b'''[project]
 name = "demo"
@@ -97,3 +97,14 @@ def test_a_bad_override_file_says_what_is_wrong(tmp_path, text, message):
 def test_an_environment_round_trips_through_its_dict():
     environment = derive_environment("me/lib", "1.2", {"pyproject.toml": PYPROJECT})
     assert RepoEnvironment.from_dict(environment.to_dict()) == environment
+
+
+def test_metadata_files_are_what_derivation_reads_and_derive_alike(tmp_path):
+    files = {"pyproject.toml": PYPROJECT, "src/demo/__init__.py": b"x = 1\n", "src/demo/core.py": b"",
+             "src/notes.txt": b"", "tests/test_demo.py": b"", "requirements-test.txt": b"mock\n"}
+    for path, data in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(data)
+    read = metadata_files(tmp_path)
+    assert sorted(read) == ["pyproject.toml", "requirements-test.txt", "src/demo/__init__.py"]
+    assert derive_environment("me/lib", "1", read) == derive_environment("me/lib", "1", files)
