@@ -205,6 +205,7 @@ class EnvironmentRollouts:
         self.engine: RolloutEngine | None = None
         self.snapshot: PolicySnapshot | None = None  # the generating copy of the policy, with overlap_rollouts
         self.prefetch = RolloutPrefetch() if config.overlap_rollouts else None
+        self.generated_lengths: list[int] = []  # tokens the model generated in each episode of the last batch
 
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list]:
         """Play one episode per prompt; consecutive equal prompts form a group sharing one task.
@@ -227,6 +228,7 @@ class EnvironmentRollouts:
         self.monitor.observe(episodes, trainer=trainer, dropped=mask_out,
                              batch_metrics=batch.metrics(step, overlapped=self.prefetch is not None))
         self.infra_guard.observe(episodes, step=step)
+        self.generated_lengths = [sum(episode.env_mask) for episode in episodes]
         return self._outputs([_never_empty(episode, trainer.processing_class.eos_token_id)
                               for episode in episodes], rewards, mask_out)
 
@@ -541,11 +543,25 @@ class AgentGRPOTrainer(GRPOTrainer):
                 output = super()._generate_and_score_completions(inputs)
             finally:
                 self._rollout_env_mask = None
+        self._log_generated_lengths()
         old_logps = output.get("old_per_token_logps")
         if self.args.overlap_rollouts and old_logps is not None and \
                 self._agent_head_applies(self.model, output["completion_ids"]):
             output["old_per_token_logps"] = old_logps * output["completion_mask"] * output["tool_mask"]
         return output
+
+    def _log_generated_lengths(self) -> None:
+        """Replace TRL's completion lengths of the batch just scored with the tokens the model generated.
+
+        TRL counts the ``env_mask`` ones, and a group dropped from the loss (zero variance, infrastructure fault)
+        has its ``env_mask`` zeroed: a batch of such groups logged a mean length of 0.
+        """
+        lengths = self.accelerator.gather(torch.tensor(self.rollouts.generated_lengths,
+                                                       device=self.accelerator.device)).float()
+        metrics = self._metrics["train"]
+        for key, value in (("mean", lengths.mean()), ("min", lengths.min()), ("max", lengths.max())):
+            if metrics[f"completions/{key}_length"]:
+                metrics[f"completions/{key}_length"][-1] = value.item()
 
     def _generate(self, prompts: list):
         """TRL's; keeps the rollouts' ``env_mask`` while the batch is scored (the agent's tokens of each row)."""
@@ -608,8 +624,9 @@ class AgentGRPOTrainer(GRPOTrainer):
                 and self._agent_head_applies(model, input_ids))
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        """Add the rollout metrics gathered since the last log, then log as TRL does."""
-        if "loss" in logs:
+        """Add the rollout metrics gathered since the last log, then log as TRL does. The trainer's last record
+        (``train_runtime``...) carries the steps after the last logging step, as TRL's own metrics do there."""
+        if "loss" in logs or ("train_runtime" in logs and self.rollouts.monitor.pending):
             logs.update(self.rollouts.monitor.flush(step=self.state.global_step))
         super().log(logs, start_time)
 

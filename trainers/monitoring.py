@@ -128,6 +128,11 @@ class RolloutMonitor:
         self._check_context(episodes)
         self._check_zero_variance(episodes)
 
+    @property
+    def pending(self) -> int:
+        """Episodes observed since the last flush."""
+        return len(self._episodes)
+
     def flush(self, step: int | None = None) -> dict[str, float]:
         """Metrics since the last flush (and write them, with new alerts, to the JSONL file)."""
         episodes, self._episodes = self._episodes, []

@@ -382,3 +382,18 @@ def test_help_shows_agentrls_options_first_and_trls_on_request(capsys):
     assert main(["--help-trl"]) == 0
     full = capsys.readouterr().out
     assert "--adam_beta1" in full and "--envs" in full
+
+
+def test_a_run_shorter_than_logging_steps_logs_its_steps_with_the_generated_lengths(tmp_path):
+    """Every group has equal rewards and is dropped from the loss (its env_mask zeroed), and the run's 2 steps
+    are fewer than logging_steps: the steps are still logged, with the lengths the model generated, not 0."""
+    trainer = make_trainer(tmp_path, logging_steps=10, filter_zero_variance_groups=True)
+    trainer.rollouts._normalized = lambda episode: 1.0  # every group all-equal: all dropped from the loss
+    try:
+        trainer.train()
+    finally:
+        trainer.rollouts.close()
+    (logged,) = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
+    assert 0 < logged["completions/mean_length"] <= logged["completions/max_length"]
+    assert logged["completions/mean_length"] == pytest.approx(logged["episodes/gen_tokens_mean"])
+    assert logged["groups/zero_variance"] == 1.0
