@@ -20,7 +20,8 @@ def test_benchmark_reports_every_row(tmp_path: Path):
     out = tmp_path / "retrieval.json"
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.speed", "search", "--articles", "2000", "--queries", "50", "--json", str(out)],
+        [sys.executable, "-m", "benchmarks.speed", "search", "--articles", "2000", "--queries", "50",
+         "--json", str(out)],
         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=180)
     assert completed.returncode == 0, completed.stderr
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_envs.timing import Sample
 from agentgym_envs.swe.speed import (
     NAIVE_PROGRAM,
     BackendReport,
@@ -23,6 +22,7 @@ from agentgym_envs.swe.speed import (
     target_line,
     tree_archive,
 )
+from agentgym_envs.timing import Sample
 from tasks import load_split
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
