@@ -1,4 +1,1 @@
-"""Learning: the multi-turn rollout engine, GRPO on TRL, PPO, SFT warm-start and the tiny default model.
-
-Not written yet: this package is the next milestone (see the README's status line).
-"""
+"""Learning: the multi-turn rollout engine, GRPO on TRL, PPO, SFT warm-start and the tiny default model (docs/training.md)."""

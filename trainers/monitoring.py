@@ -63,7 +63,7 @@ WARM_START_HINT = (
     "train from it with `--model_name_or_path runs/sft-tiny`; or run the main job, `python -m trainers.pipeline` "
     "(the tiny model's pretraining, demonstrations, SFT, then GRPO). A warm-started one needs easier tasks (a "
     "curriculum `sampler`) or more episodes per group (`num_generations`)")
-"""How to give GRPO a policy whose groups differ in reward (the commands of the README's Training section)."""
+"""How to give GRPO a policy whose groups differ in reward (the commands of docs/training.md)."""
 
 
 class RolloutMonitor:

@@ -25,12 +25,12 @@ phase misses its target, when most of a held-out evaluation's episodes end in in
 when GRPO stops on them (:mod:`trainers.infra_guard`).
 
 Why a careless demonstrator: SFT on a perfect one leaves GRPO nothing the tiny model can learn in a few
-steps (from such a warm start it stayed flat, README). Demonstrations of a mixed behaviour, tool use and
+steps (from such a warm start it stayed flat, docs/main-job.md). Demonstrations of a mixed behaviour, tool use and
 guessing, are the usual starting point of RL: imitation learns both, and the reward is what teaches the
 model that running the program pays. ``--python_guess_rate 0`` gives the perfect demonstrator. Half the
 demonstrations guess by default: with a quarter (and GRPO at lr 1e-4) the SFT model already ran the program
 in most tasks and GRPO did not move its greedy success (-0.028 paired over three seeds); with half (lr 3e-4)
-GRPO raised it in every seed on two kernel paths (README, The main job).
+GRPO raised it in every seed on two kernel paths (docs/main-job.md).
 
 Example:
     python -m trainers.pipeline                      # the embedded defaults
@@ -489,7 +489,7 @@ pass; by default glibc maps each one fresh and the kernel page-faults it in agai
 12 GRPO steps: 396 s -> 350 s, peak memory 3.0 -> 3.7 GB (with TRL's CPU head in the loss, before the
 agent-token head: 2 steps 72 s -> 43 s).
 glibc reads it when a process starts: with one worker the seeds run in-process and, like the trainers'
-own entry points, get it only when the process was started with it (README, Training)."""
+own entry points, get it only when the process was started with it (docs/training.md)."""
 
 
 def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
