@@ -41,7 +41,7 @@ def docker_unavailable_reason() -> str | None:
     try:
         tag = base_image_tag()
         if not image_exists(client, tag):
-            return f"the sandbox image {tag} is not built (run `python -m agentgym_envs.sandbox build-image`)"
+            return f"the sandbox image {tag} is not built (run `python -m agentgym_envs.sandbox setup`)"
     finally:
         client.close()
     return None

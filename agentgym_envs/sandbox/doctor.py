@@ -74,13 +74,13 @@ def check_docker_daemon() -> Check:
     if system.docker_daemon_reachable():
         return Check(DOCKER_DAEMON, True, "answers on the configured socket")
     return Check(DOCKER_DAEMON, False, "no daemon answers",
-                 "agentrl-sandbox setup (as root on Debian), or see the commands it prints")
+                 "python -m agentgym_envs.sandbox setup (as root on Debian), or see the commands it prints")
 
 
 def check_base_image(tag: str | None = None) -> Check:
     """Check that the base image (``base_image_tag()`` by default) is in the daemon."""
     tag = tag or base_image_tag()
-    fix = "agentrl-sandbox build-image (as root)"
+    fix = "python -m agentgym_envs.sandbox setup (as root)"
     if not system.docker_daemon_reachable():
         return Check(BASE_IMAGE, False, f"{tag}: cannot look, no Docker daemon", fix)
     import docker

@@ -297,7 +297,7 @@ def build_image(packages: Sequence[str], *, repository: str, tag: str | None = N
         log(f"image {tag} exists (cached); use force=True / --force to rebuild")
         return tag
     if not is_root():
-        raise ImageBuildError("debootstrap needs root: run `sudo agentrl-sandbox build-image`, or build "
+        raise ImageBuildError("debootstrap needs root: run `python -m agentgym_envs.sandbox setup` as root, or build "
                               "from the Dockerfile where a registry is reachable")
     ensure_debootstrap()
     mirror = debian_mirror(suite)

@@ -165,7 +165,7 @@ def docker_instructions(reason: str) -> str:
         "    apt-get update && apt-get install -y docker.io\n"
         f"    setsid {dockerd} >{DOCKERD_LOG} 2>&1 < /dev/null &\n"
         "(or `systemctl start docker` where systemd manages it), then build the image with\n"
-        "    agentrl-sandbox build-image\n"
+        "    python -m agentgym_envs.sandbox setup\n"
         "Or run without Docker: use sandbox='bwrap' (needs bubblewrap: apt-get install -y bubblewrap)."
     )
 

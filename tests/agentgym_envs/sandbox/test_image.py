@@ -173,7 +173,7 @@ def base_image() -> str:
     client = docker.from_env()
     try:
         if not image.image_exists(client, base_image_tag()):
-            pytest.skip(f"{base_image_tag()} is not built: run `agentrl-sandbox build-image`")
+            pytest.skip(f"{base_image_tag()} is not built: run `python -m agentgym_envs.sandbox setup`")
     finally:
         client.close()
     return base_image_tag()
