@@ -41,8 +41,9 @@ every env of the suite (its spec's ``service``), and stopped at the end.
 Env match: every report carries a fingerprint of each environment (id, turn limit, tool schemas, action and
 observation limits, sandbox limits, reward terms with weights, caps and functions, data manifest hash and
 generator versions, prompt style) and of the rollout limits. ``--training-config`` takes a GRPO or PPO config
-(YAML or JSON; the envs are built from it as training builds them), a ``fingerprint.json`` or a
-``report.json``, and lists every difference. The split itself (and its hash and size) is not compared:
+(YAML or JSON; the envs are built from it as training builds them), a run's ``effective_config.json``, a
+``fingerprint.json`` or a ``report.json``, and lists every difference. From a config it also adopts the rollout
+limits and the prompt style (:data:`ADOPTED`) that the command line does not give, and says so. The split itself (and its hash and size) is not compared:
 training and evaluation use different splits by design.
 
 Outputs, under ``--out`` (default ``runs/eval/<models>__<suites>__<split>``): ``report.json``, ``report.md``,
@@ -127,7 +128,8 @@ class EvalConfig:
         split: Bundled split.
         limit: Evaluate only the first ``limit`` tasks of each suite's split (None: all).
         samples: Episodes per task (n of pass@k).
-        temperature: Sampling temperature of models (0: greedy).
+        temperature: Sampling temperature of models (0: greedy; None: 1 with several samples per task, else 0).
+            Several samples of a model at temperature 0 would be the same episode: refused.
         k: The k of pass@k (each <= ``samples``); pass@1 is always reported.
         seed: Base seed of env resets, random policies and model sampling.
         sandbox: Backend of the envs that run agent code, PythonSandbox and DataAnalysis (``docker``, ``bwrap``,
@@ -146,7 +148,7 @@ class EvalConfig:
     split: str = "test"
     limit: int | None = None
     samples: int = 1
-    temperature: float = 0.0
+    temperature: float | None = None
     k: tuple[int, ...] = ()
     seed: int = 0
     sandbox: str = "docker"
@@ -176,8 +178,15 @@ class EvalConfig:
         too_large = [k for k in self.k if not 1 <= k <= self.samples]
         if too_large:
             raise ValueError(f"k: expected values in 1..samples ({self.samples}), got {too_large}; raise --samples")
+        if self.temperature is None:
+            object.__setattr__(self, "temperature", 1.0 if self.samples > 1 else 0.0)
         if self.temperature < 0:
             raise ValueError(f"temperature: expected >= 0 (0 = greedy), got {self.temperature}")
+        models = [spec for spec in self.models if spec not in BASELINES and not is_report_file(spec)]
+        if self.temperature == 0 and self.samples > 1 and models:
+            raise ValueError(f"samples: {self.samples} episodes per task at temperature 0 are {self.samples} copies "
+                             f"of one greedy episode for {models}; give --temperature > 0 (the default with --samples "
+                             "> 1 is 1) or --samples 1")
         for spec in self.models:
             if spec not in BASELINES and not is_report_file(spec):
                 check_model_path(spec)
@@ -601,7 +610,32 @@ def load_reference(path: Path) -> dict[str, Any]:
         return dict(data)
     if "fingerprint" in data:
         return dict(data["fingerprint"])
-    return training_fingerprint(data)
+    return training_fingerprint(training_settings_of(data))
+
+
+ADOPTED = ("max_turns", "max_tokens_per_turn", "max_context_tokens", "prompt_style")
+"""The settings evaluation takes from ``--training-config`` unless the command line gives them."""
+
+
+def training_settings_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A training config's settings: the mapping itself, or a run's ``effective_config.json``'s ``config``."""
+    return data["config"] if "command" in data and isinstance(data.get("config"), Mapping) else data
+
+
+def adoptable_settings(path: Path) -> dict[str, Any]:
+    """The :data:`ADOPTED` settings a training config (or a run's ``effective_config.json``) sets: its rollout
+    limits, and the prompt style its envs' kwargs agree on. A fingerprint or report sets none."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, Mapping) or "fingerprint_version" in data or "fingerprint" in data:
+        return {}
+    training = training_settings_of(data)
+    settings = {key: training[key] for key in ROLLOUT_LIMITS if training.get(key) is not None}
+    per_env = training.get("env_kwargs") or {}
+    per_env = json.loads(per_env) if isinstance(per_env, str) else per_env
+    styles = {kwargs.get("prompt_style") for kwargs in per_env.values() if isinstance(kwargs, Mapping)} - {None}
+    if len(styles) == 1:
+        settings["prompt_style"] = styles.pop()
+    return settings
 
 
 @dataclass(frozen=True)
@@ -724,10 +758,8 @@ def evaluate_model(spec: str, label: str, config: EvalConfig, progress: Progress
         advance = functools.partial(progress.advance, bar)
         sampled = player.play(suite, requests, config.temperature, turn_limit, advance)
         greedy = player.play(suite, greedy_requests, 0.0, turn_limit, advance) if greedy_requests else None
-        notes = ["temperature 0: greedy decoding, so every sample of a task is the same"] \
-            if config.temperature == 0 and config.samples > 1 else []
         result = summarize(label, suite, "model", sampled, samples=config.samples, ks=config.ks, greedy=greedy,
-                           settings=player.rollout_settings(config.temperature), notes=notes)
+                           settings=player.rollout_settings(config.temperature))
         results.append((result, [episode_row(episode, label, suite) for episode in sampled]))
     return results
 
@@ -1033,33 +1065,52 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default="test", help="bundled split")
     parser.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     parser.add_argument("--samples", type=int, default=1, help="episodes per task (n of pass@k)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="model sampling temperature (0: greedy)")
+    parser.add_argument("--temperature", type=float, help="model sampling temperature (0: greedy; default: 1 with "
+                                                          "--samples > 1, else 0)")
     parser.add_argument("--k", type=int, nargs="+", default=[], help="k values of pass@k (default: 1 and --samples)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of resets, random policies and sampling")
     parser.add_argument("--sandbox", default="docker", choices=("docker", "bwrap", "local"),
                         help="sandbox backend of PythonSandbox and DataAnalysis")
-    parser.add_argument("--prompt-style", default="full", choices=("full", "task"), help="env prompt style")
-    parser.add_argument("--max-turns", type=int, help="most model turns per episode (default: the env's limit)")
-    parser.add_argument("--max-tokens-per-turn", type=int, default=256, help="most tokens per model turn")
-    parser.add_argument("--max-context-tokens", type=int, default=4096, help="token budget of a model episode")
+    def adopted(name: str) -> str:
+        default = EvalConfig.__dataclass_fields__[name].default
+        return f" (default: the training config's, else {'the env limit' if default is None else default})"
+
+    parser.add_argument("--prompt-style", choices=("full", "task"), help="env prompt style" + adopted("prompt_style"))
+    parser.add_argument("--max-turns", type=int, help="most model turns per episode" + adopted("max_turns"))
+    parser.add_argument("--max-tokens-per-turn", type=int,
+                        help="most tokens per model turn" + adopted("max_tokens_per_turn"))
+    parser.add_argument("--max-context-tokens", type=int,
+                        help="token budget of a model episode" + adopted("max_context_tokens"))
     parser.add_argument("--batch-size", type=int, default=32, help="model episodes in flight together")
     parser.add_argument("--device", help="torch device of models (default: cuda when available)")
-    parser.add_argument("--training-config", help="GRPO/PPO config, fingerprint.json or report.json to check the "
-                                                  "evaluation envs against")
+    parser.add_argument("--training-config", help="GRPO/PPO config, a run's effective_config.json, fingerprint.json or "
+                                                  "report.json to check the evaluation envs against; a config's "
+                                                  "rollout limits and prompt style are adopted unless given here")
     parser.add_argument("--out", type=Path, help="output folder (default: runs/eval/<models>__<suites>__<split>)")
     parser.add_argument("--strict-env-match", action="store_true",
                         help="exit with status 1 when an env-match check finds a difference")
     return parser
 
 
+def adopted_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The :data:`ADOPTED` settings of a run: given on the command line, else the training config's, else
+    :class:`EvalConfig`'s defaults; and those taken from the training config."""
+    from_training = adoptable_settings(Path(args.training_config)) if args.training_config else {}
+    adopted = {name: from_training[name] for name in ADOPTED
+               if getattr(args, name) is None and name in from_training}
+    defaults = {name: EvalConfig.__dataclass_fields__[name].default for name in ADOPTED}
+    settings = {name: getattr(args, name) if getattr(args, name) is not None else adopted.get(name, defaults[name])
+                for name in ADOPTED}
+    return settings, adopted
+
+
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
     """The :class:`EvalConfig` of parsed arguments (its checks raise with how to fix the value)."""
+    settings, _ = adopted_settings(args)
     return EvalConfig(models=tuple(args.compare or args.model), suites=tuple(s for s in args.suite.split(",") if s),
                       split=args.split, limit=args.limit, samples=args.samples, temperature=args.temperature,
-                      k=tuple(args.k), seed=args.seed, sandbox=args.sandbox, prompt_style=args.prompt_style,
-                      max_turns=args.max_turns, max_tokens_per_turn=args.max_tokens_per_turn,
-                      max_context_tokens=args.max_context_tokens, batch_size=args.batch_size, device=args.device,
-                      training_config=args.training_config)
+                      k=tuple(args.k), seed=args.seed, sandbox=args.sandbox, batch_size=args.batch_size,
+                      device=args.device, training_config=args.training_config, **settings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1069,9 +1120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = config_from_args(args)
+        _, adopted = adopted_settings(args)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from exc
     console = Console()
+    if adopted:
+        console.print(f"adopted from {args.training_config}: "
+                      + ", ".join(f"{name}={value}" for name, value in adopted.items()))
     report = run_evaluation(config, console)
     render_console(report, console)
     paths = write_outputs(report, args.out or default_out(config))

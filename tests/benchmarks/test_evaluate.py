@@ -198,3 +198,42 @@ def test_suites_are_ids_or_aliases_kept_under_the_alias_and_the_oracle_needs_a_s
         EvalConfig(models=("oracle",), suites=("toy",))
     with pytest.raises(ValueError, match="expected registered env ids or aliases"):
         EvalConfig(models=("random",), suites=("calculator",))
+
+
+def test_several_samples_of_a_model_are_drawn_at_temperature_1_unless_told_and_never_greedy():
+    assert EvalConfig(models=("tiny",), samples=4).temperature == 1.0
+    assert EvalConfig(models=("tiny",)).temperature == 0.0
+    assert EvalConfig(models=("tiny",), samples=4, temperature=0.7).temperature == 0.7
+    assert EvalConfig(models=("random",), samples=4, temperature=0.0).samples == 4  # scripted: no sampling
+    with pytest.raises(ValueError, match=r"samples: 4 episodes per task at temperature 0 are 4 copies of one greedy "
+                                         r"episode for \['tiny'\]; give --temperature > 0"):
+        EvalConfig(models=("tiny",), samples=4, temperature=0.0)
+
+
+def test_a_training_configs_rollout_limits_and_prompt_style_are_adopted_unless_given(tmp_path):
+    from benchmarks.evaluate import adopted_settings, build_parser
+
+    recipe = tmp_path / "grpo.yaml"
+    recipe.write_text("envs: [agentrl/Search-v0]\nenv_kwargs: {agentrl/Search-v0: {split: train, prompt_style: task}}\n"
+                      "max_turns: 3\nmax_tokens_per_turn: 48\nmax_context_tokens: 1024\n")
+    run = tmp_path / "effective_config.json"  # what trainers.grpo writes beside its checkpoint
+    run.write_text(json.dumps({"command": ["python", "-m", "trainers.grpo"], "model": {},
+                               "config": {"envs": ["agentrl/Search-v0"], "max_turns": 2, "max_tokens_per_turn": 32,
+                                          "max_context_tokens": 512, "env_kwargs": {}}}))
+
+    def settings(*argv: str):
+        return adopted_settings(build_parser().parse_args(["--model", "tiny", *argv]))
+
+    assert settings("--training-config", str(recipe)) == (
+        {"max_turns": 3, "max_tokens_per_turn": 48, "max_context_tokens": 1024, "prompt_style": "task"},
+        {"max_turns": 3, "max_tokens_per_turn": 48, "max_context_tokens": 1024, "prompt_style": "task"})
+    given, adopted = settings("--training-config", str(recipe), "--max-turns", "5", "--prompt-style", "full")
+    assert given["max_turns"] == 5 and given["prompt_style"] == "full" and set(adopted) == {
+        "max_tokens_per_turn", "max_context_tokens"}
+    given, adopted = settings("--training-config", str(run))
+    assert given == {"max_turns": 2, "max_tokens_per_turn": 32, "max_context_tokens": 512, "prompt_style": "full"}
+    assert settings() == ({"max_turns": None, "max_tokens_per_turn": 256, "max_context_tokens": 4096,
+                           "prompt_style": "full"}, {})
+    from benchmarks.evaluate import load_reference
+
+    assert set(load_reference(run)["envs"]) == {"agentrl/Search-v0"}  # the run's envs, built as training built them
