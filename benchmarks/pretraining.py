@@ -107,18 +107,12 @@ CAPABILITY_THEN_BUILD = (
 """The build process: report the kernel path torch took, then ``python -m trainers.pretrain``."""
 
 
-def _attempts(phase: PhaseResult) -> str:
-    """`` (K attempts)`` for a phase that started again (``EchoPretraining.report_attempt_steps``), else nothing."""
-    return f" ({phase.attempts} attempts)" if phase.attempts > 1 else ""
-
-
 def run_builds(specs: Sequence[BuildSpec], parallel: int, console: Console) -> list[Build]:
     """Every build of ``specs``, ``parallel`` at a time, each in an empty cache of its own (deleted after)."""
     def build(spec: BuildSpec) -> Build:
         with tempfile.TemporaryDirectory(prefix="agentrl-pretraining-") as folder:
             result = run_build(spec, Path(folder))
-        phases = "; ".join(f"{phase.name} {phase.steps} steps {phase.accuracy:.3f}{_attempts(phase)}"
-                           for phase in result.phases)
+        phases = "; ".join(f"{phase.name} {phase.steps} steps {phase.accuracy:.3f}" for phase in result.phases)
         console.print(f"{_label(spec)} ({result.capability or '?'}): "
                       f"{'targets reached' if result.reached else 'MISSED'}, {result.seconds / 60:.1f} min: {phases}",
                       markup=False, highlight=False, soft_wrap=True)
@@ -141,7 +135,7 @@ def builds_table(builds: Sequence[Build]) -> Table:
     for column in ("kernel (taken)", "seed", "threads", *names, "minutes", "targets"):
         table.add_column(column)
     for build in builds:
-        phases = [f"{phase.steps} / {phase.accuracy:.3f}{_attempts(phase)}" for phase in build.phases]
+        phases = [f"{phase.steps} / {phase.accuracy:.3f}" for phase in build.phases]
         phases += [""] * (len(names) - len(phases))
         table.add_row(f"{build.spec.kernel} ({build.capability or '?'})", str(build.spec.seed),
                       str(build.spec.threads), *phases, f"{build.seconds / 60:.1f}",

@@ -91,7 +91,7 @@ def test_copy_accuracy_counts_tokens_the_echo_text_never_holds_apart():
 
 TINY = TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1)
 QUICK = EchoPretraining(random_target=0.0, random_max_steps=3, sentence_steps=2, report_target=0.0,
-                        report_max_steps=10, report_attempt_steps=10, batch_size=4, window=2)
+                        report_max_steps=10, batch_size=4, window=2)
 """Targets of 0: each phase with a target ends after ``window`` steps, whatever the (untrained) model copies."""
 
 
@@ -138,37 +138,6 @@ def test_a_phase_out_of_budget_reports_where_it_stood(monkeypatch):
     result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, lambda: (None, None, None), 4, 0.9), 2,
                          lambda line: None)
     assert (result.name, result.steps, result.accuracy, result.target) == ("drills", 4, pytest.approx(0.45), 0.9)
-
-
-def test_an_attempt_that_misses_starts_again_from_the_phases_first_model_with_a_fresh_optimizer(monkeypatch):
-    """Attempts of 3 steps, window 2: the first attempt crawls (0.2-0.4) and is given up; the weights it moved are
-    put back; the second reaches the target on its own window (not one spanning both attempts)."""
-    model = torch.nn.Linear(1, 1)
-    first = {name: value.clone() for name, value in model.state_dict().items()}
-    weights_at_step = []
-
-    def step(trained, optimizer, *batch):
-        weights_at_step.append(trained.weight.detach().clone())
-        with torch.no_grad():
-            trained.weight.add_(1.0)  # what an optimizer step would do
-        return next(accuracies)
-
-    accuracies = iter([0.2, 0.3, 0.4, 0.85, 0.95, 0.95])
-    monkeypatch.setattr(pretrain, "_echo_step", step)
-    lines = []
-    result = train_phase(model, Phase("drills", 1e-3, lambda: (None, None, None), 12, 0.9, attempt_steps=3), 2,
-                         lines.append)
-    assert (result.steps, result.attempts, result.accuracy) == (6, 2, pytest.approx(0.95))
-    assert torch.equal(weights_at_step[3], first["weight"])  # the second attempt began from the first model
-    assert any("attempt 1 at copy accuracy 0.350 after 3 steps; starting again" in line for line in lines)
-    assert lines[-1].startswith("echo pretraining, drills: 6 steps in 2 attempts, copy accuracy 0.950")
-
-
-def test_attempts_do_not_extend_the_budget(monkeypatch):
-    _scripted_accuracies(monkeypatch, [0.1] * 7)
-    result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, lambda: (None, None, None), 7, 0.9,
-                                                      attempt_steps=3), 2, lambda line: None)
-    assert (result.steps, result.attempts) == (7, 3)
 
 
 def test_progress_lines_come_about_every_minute_within_a_phase(monkeypatch):
