@@ -556,6 +556,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         TRL counts the ``env_mask`` ones, and a group dropped from the loss (zero variance, infrastructure fault)
         has its ``env_mask`` zeroed: a batch of such groups logged a mean length of 0.
         """
+        if not self.rollouts.generated_lengths:
+            return
         lengths = self.accelerator.gather(torch.tensor(self.rollouts.generated_lengths,
                                                        device=self.accelerator.device)).float()
         metrics = self._metrics["train"]
