@@ -42,21 +42,27 @@ byte-level pieces)."""
 DIGIT_RUN = r"\p{N}+"
 """Digit runs are split off before byte-level BPE (part of the saved folder's key with the recipe version)."""
 
-CHAT_TEMPLATE = (
-    "{%- if tools %}"
-    "{{- '<|im_start|>system\\nYou may call these tools:\\n<tools>\\n' }}"
-    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
-    "{{- '</tools><|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message.role == 'tool' %}"
-    "{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- else %}"
-    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
+TOOLS_TURN = ("{%- if tools %}"
+              "{{- '<|im_start|>system\\nYou may call these tools:\\n<tools>\\n' }}"
+              "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
+              "{{- '</tools><|im_end|>\\n' }}"
+              "{%- endif %}")
+"""The tools, when a template is given them, in a system turn of their JSON schemas."""
+
+
+def chat_template(message_turn: str, *, list_tools: bool = True) -> str:
+    """ChatML of the tiny tokenizer: the tools in a system turn (when given, and ``list_tools``), a tool result as
+    a user turn in ``<tool_response>``, every other message as ``message_turn`` renders it (a Jinja fragment)."""
+    return ((TOOLS_TURN if list_tools else "")
+            + "{%- for message in messages %}"
+            "{%- if message.role == 'tool' %}"
+            "{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}"
+            "{%- else %}" + message_turn + "{%- endif %}"
+            "{%- endfor %}"
+            "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
+
+
+CHAT_TEMPLATE = chat_template("{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}")
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 from agentgym_envs.actions import ANSWER_TOOL, ANSWER_TOOL_SCHEMA, parse_action
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.registration import make
+from trainers.tiny_model import chat_template
 
 JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list,
                                "object": dict}
@@ -45,30 +46,16 @@ JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 EPISODE_OVER = "The episode is over; no further tool calls are run."
 
-TOOL_CALLING_TEMPLATE = (
-    "{%- if tools %}"
-    "{{- '<|im_start|>system\\nYou may call these tools:\\n<tools>\\n' }}"
-    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
-    "{{- '</tools><|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message.role == 'tool' %}"
-    "{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- else %}"
-    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') }}"
-    "{%- for call in message.tool_calls or [] %}"
-    "{{- '<tool_call>' + {'name': call.function.name, 'arguments': call.function.arguments} | tojson"
-    " + '</tool_call>' }}"
-    "{%- endfor %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-"""ChatML with the tools listed in a system turn (when given) and assistant ``tool_calls`` rendered as Hermes
-``<tool_call>`` JSON: the text the envs parse."""
-NO_TOOL_LIST_TEMPLATE = TOOL_CALLING_TEMPLATE.split("{%- for message in messages %}", 1)[1]
-NO_TOOL_LIST_TEMPLATE = "{%- for message in messages %}" + NO_TOOL_LIST_TEMPLATE
+TOOL_CALL_TURN = ("{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') }}"
+                  "{%- for call in message.tool_calls or [] %}"
+                  "{{- '<tool_call>' + {'name': call.function.name, 'arguments': call.function.arguments} | tojson"
+                  " + '</tool_call>' }}"
+                  "{%- endfor %}"
+                  "{{- '<|im_end|>\\n' }}")
+"""A message whose ``tool_calls`` are rendered as Hermes ``<tool_call>`` JSON: the text the envs parse."""
+TOOL_CALLING_TEMPLATE = chat_template(TOOL_CALL_TURN)
+"""The tiny tokenizer's ChatML with assistant ``tool_calls`` rendered (:data:`TOOL_CALL_TURN`)."""
+NO_TOOL_LIST_TEMPLATE = chat_template(TOOL_CALL_TURN, list_tools=False)
 """:data:`TOOL_CALLING_TEMPLATE` without the tools' system turn (for a model trained on prompts that list none)."""
 
 
