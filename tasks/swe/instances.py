@@ -294,12 +294,18 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
         if source["kind"] == "path":
             derived = derive_environment(instance.repo, instance.version, metadata_files(source["path"]))
             task.metadata["environment"] = fixes.apply(derived, instance.instance_id).to_dict()
-        verdict = verdicts.get(instance.instance_id)
-        if verdict and verdict.get("key") == validation_key(task):
-            task.metadata["validation"] = verdict
-        tasks.append(task)
+        tasks.append(_with_validation(task, verdicts))
     refuse_without_fail_to_pass(tasks, str(path))
     return tasks
+
+
+def _with_validation(task: Task, verdicts: Mapping[str, Mapping[str, Any]]) -> Task:
+    """``task`` with its validation verdict in its metadata, when the report has one made for this very task
+    (same environment, fix and tests: :func:`validation_key`)."""
+    verdict = verdicts.get(task.id)
+    if verdict and verdict.get("key") == validation_key(task):
+        task.metadata["validation"] = verdict
+    return task
 
 
 SWESMITH_REQUIRED = ("instance_id", "repo", "patch", "problem_statement")
@@ -353,10 +359,7 @@ def load_swesmith(path: str | os.PathLike[str], *, repository: str | os.PathLike
         owner_name = record["repo"].rsplit(".", 1)[0].replace("__", "/", 1)
         task.metadata["environment"] = fixes.apply(derive_environment(owner_name, instance.version, clean),
                                                    instance.instance_id).to_dict()
-        verdict = verdicts.get(instance.instance_id)
-        if verdict and verdict.get("key") == validation_key(task):
-            task.metadata["validation"] = verdict
-        tasks.append(task)
+        tasks.append(_with_validation(task, verdicts))
     refuse_without_fail_to_pass(tasks, str(path))
     return tasks
 
