@@ -43,8 +43,8 @@ observation limits, sandbox limits, reward terms with weights, caps and function
 generator versions, prompt style) and of the rollout limits. ``--training-config`` takes a GRPO or PPO config
 (YAML or JSON; the envs are built from it as training builds them), a run's ``effective_config.json``, a
 ``fingerprint.json`` or a ``report.json``, and lists every difference. From a config it also adopts the rollout
-limits and the prompt style (:data:`ADOPTED`) that the command line does not give, and says so. The split itself (and its hash and size) is not compared:
-training and evaluation use different splits by design.
+limits and the prompt style (:data:`ADOPTED`) that the command line does not give, and says so. The split itself
+(and its hash and size) is not compared: training and evaluation use different splits by design.
 
 Outputs, under ``--out`` (default ``runs/eval/<models>__<suites>__<split>``): ``report.json``, ``report.md``,
 ``fingerprint.json``, ``by_difficulty.png``, ``tool_calls.png`` and ``episodes.jsonl`` (one line per episode).
