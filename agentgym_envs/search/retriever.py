@@ -213,7 +213,7 @@ class BM25Retriever:
     # -- index on disk ------------------------------------------------------------------------
     def _load_or_build(self) -> bm25s.BM25:
         if not self._index_ready():
-            with _file_lock(self.index_dir.with_name(self.index_dir.name + ".lock")):
+            with file_lock(self.index_dir.with_name(self.index_dir.name + ".lock")):
                 if not self._index_ready():
                     self._build()
         return bm25s.BM25.load(str(self.index_dir), mmap=True, show_progress=False)
@@ -305,23 +305,14 @@ class BM25Retriever:
         token_ids = sorted({bm25.vocab_dict[t] for t in terms if t in bm25.vocab_dict})
         if not token_ids:
             return []
-        scores = self._scores(bm25, token_ids)
-        positions = _top_k(scores, k)
+        scores = bm25_scores(bm25, token_ids)
+        positions = top_k(scores, k)
         return [(int(p), float(scores[p]), terms) for p in positions]
 
     def _index(self) -> bm25s.BM25:
         if self._bm25 is None:
             raise EnvConfigError("this BM25Retriever is closed")
         return self._bm25
-
-    @staticmethod
-    def _scores(bm25: bm25s.BM25, token_ids: list[int]) -> np.ndarray:
-        """Sum of the precomputed per-(term, document) BM25 scores, read from the memory-mapped CSC arrays."""
-        index = bm25.scores
-        indptr, indices, data = index["indptr"], index["indices"], index["data"]
-        rows = [indices[indptr[t]:indptr[t + 1]] for t in token_ids]
-        values = [data[indptr[t]:indptr[t + 1]] for t in token_ids]
-        return np.bincount(np.concatenate(rows), weights=np.concatenate(values), minlength=index["num_docs"])
 
     def _hit(self, position: int, score: float, terms: list[str]) -> Hit:
         doc = self.documents[position]
@@ -339,7 +330,17 @@ class BM25Retriever:
         return weights
 
 
-def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+def bm25_scores(bm25: bm25s.BM25, token_ids: list[int]) -> np.ndarray:
+    """Each document's score for the terms ``token_ids``: the sum of the index's precomputed per-(term, document)
+    BM25 scores, read from its (memory-mapped) CSC arrays."""
+    index = bm25.scores
+    indptr, indices, data = index["indptr"], index["indices"], index["data"]
+    rows = [indices[indptr[t]:indptr[t + 1]] for t in token_ids]
+    values = [data[indptr[t]:indptr[t + 1]] for t in token_ids]
+    return np.bincount(np.concatenate(rows), weights=np.concatenate(values), minlength=index["num_docs"])
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` highest positive scores, by score descending then position ascending."""
     matching = np.flatnonzero(scores > 0)
     if len(matching) > k:
@@ -350,7 +351,7 @@ def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 @contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (created if needed) for the duration of the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
@@ -361,5 +362,5 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-__all__ = ["ENGLISH_STOPWORDS", "BM25Retriever", "Hit", "Retriever", "Tokenizer", "default_index_root",
-           "index_key"]
+__all__ = ["ENGLISH_STOPWORDS", "BM25Retriever", "Hit", "Retriever", "Tokenizer", "bm25_scores", "default_index_root",
+           "file_lock", "index_key", "top_k"]
