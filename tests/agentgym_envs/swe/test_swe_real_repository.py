@@ -1,4 +1,4 @@
-"""SWE-v0 end to end on a real repository the project does not bundle, loaded the way docs/environments.md says:
+"""SWE-v0 end to end on a real repository the project does not bundle, loaded the way docs/envs/swe.md says:
 humanize 4.9.0's sdist from PyPI (a ``src/`` layout, ``importlib.metadata`` at import, a test-only dependency, test ids
 with spaces) and its real fix of ``metric``'s precision (PR 159) as a SWE-bench-format instance.
 
