@@ -168,9 +168,25 @@ class EnvCard:
         """A JSON-friendly form (tuples as lists), e.g. for evaluation fingerprints."""
         return json.loads(json.dumps(dataclasses.asdict(self), sort_keys=True))
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EnvCard:
+        """The card of a :meth:`to_dict` form (a served env's card, read by ``agentrl/Remote-v0``);
+        ``EnvCard.from_dict(card.to_dict()).to_dict() == card.to_dict()``."""
+        families = {name: FamilyCard(name=family["name"], required_tools=tuple(family["required_tools"]),
+                                     reward=tuple(RewardTermCard(term["name"], term["weight"],
+                                                                 tuple(term["cap"]) if term["cap"] else None,
+                                                                 term["fn"]) for term in family["reward"]),
+                                     tasks=family["tasks"])
+                    for name, family in data["families"].items()}
+        source = {**data["source"], "task_generator_versions": tuple(data["source"]["task_generator_versions"])}
+        return cls(env_name=data["env_name"], env_id=data["env_id"], tools=tuple(data["tools"]), families=families,
+                   source=TaskSourceCard(**source), limits=LimitsCard(**data["limits"]),
+                   settings=dict(data["settings"]), prompt_style=data["prompt_style"], version=data["version"])
+
 
 def describe(env: gym.Env) -> EnvCard:
-    """The card of an agentrl env, wrapped (``gym.make``) or bare; fills in the registry id and turn limit.
+    """The card of an agentrl env, wrapped (``gym.make``) or bare; fills in the registry id and turn limit (a card
+    that names its id already is kept as it is: a served env's, read by ``agentrl/Remote-v0``).
 
     Raises:
         TypeError: ``env`` is not an agentrl environment (its ``unwrapped`` has no ``card``).
@@ -179,7 +195,7 @@ def describe(env: gym.Env) -> EnvCard:
     if not isinstance(card, EnvCard):
         raise TypeError(f"expected an agentrl environment with a card, got {type(env.unwrapped).__name__}")
     spec = env.spec
-    if spec is None:
+    if spec is None or card.env_id is not None:
         return card
     limits = dataclasses.replace(card.limits, max_episode_steps=spec.max_episode_steps)
     return dataclasses.replace(card, env_id=spec.id, limits=limits)
