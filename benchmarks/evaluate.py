@@ -38,6 +38,12 @@ and the agent's failure rate per tool, the turn distribution and the stop reason
 A suite whose envs reach a service (WebShop's shop server) gets one instance of it for the whole run, shared by
 every env of the suite (its spec's ``service``), and stopped at the end.
 
+``--remote URL`` plays the suite on an agentrl server (``python -m agentgym_envs.serve ID``) through the client env
+``agentrl/Remote-v0`` instead of in process: the tasks, the card (so the fingerprint) and every step come from the
+server; the split, the prompt style and the sandbox are the server's (``--split`` and ``--prompt-style`` must name
+the ones it serves). One suite, the env the server serves, whose spec is registered here for its policies (a
+reference oracle, which reads the task's hidden metadata, is refused: a server never sends it).
+
 Env match: every report carries a fingerprint of each environment (id, turn limit, tool schemas, action and
 observation limits, sandbox limits, reward terms with weights, caps and functions, data manifest hash and
 generator versions, prompt style) and of the rollout limits. ``--training-config`` takes a GRPO or PPO config
@@ -56,6 +62,7 @@ Example:
     python -m benchmarks.evaluate --model oracle --model random --suite webshop --split test
     python -m benchmarks.evaluate --model oracle --model random --suite data --split test
     python -m benchmarks.evaluate --model oracle --model random --suite swe --split test
+    python -m benchmarks.evaluate --model oracle --model random --suite search --remote http://127.0.0.1:8000
     python -m benchmarks.evaluate --model runs/grpo --suite search --samples 8 --temperature 1.0 --k 1 4 8 \\
         --training-config trainers/configs/ppo_tiny_cpu.yaml
     python -m benchmarks.evaluate --compare runs/eval/a/report.json runs/eval/b/report.json --suite search
@@ -88,7 +95,8 @@ from rich.table import Table
 from agentgym_envs import describe  # importing the package registers the agentrl/... ids
 from agentgym_envs.policies import Policy, ScriptedAgent
 from agentgym_envs.policies.base import prompt_only
-from agentgym_envs.registration import SPECS, env_spec, sandbox_kwargs
+from agentgym_envs.registration import REMOTE_ID, SPECS, env_spec, sandbox_kwargs
+from agentgym_envs.remote.env import served_description
 from agentgym_envs.runner import EnvPool, Episode, EpisodeRequest, EpisodeRunner, group_requests, scored
 from agentgym_envs.spec import EnvSpec
 from tasks import Task
@@ -141,6 +149,8 @@ class EvalConfig:
         batch_size: Model episodes in flight together (one env each).
         device: Torch device of models (None: cuda when available, else cpu).
         training_config: GRPO/PPO config, ``fingerprint.json`` or ``report.json`` to check the envs against.
+        remote: The URL of an agentrl server to play the (one) suite on through ``agentrl/Remote-v0``; None: in
+            process. The server must serve the suite's env on ``split`` with ``prompt_style``.
     """
 
     models: tuple[str, ...]
@@ -159,6 +169,7 @@ class EvalConfig:
     batch_size: int = 32
     device: str | None = None
     training_config: str | None = None
+    remote: str | None = None
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -190,11 +201,38 @@ class EvalConfig:
         for spec in self.models:
             if spec not in BASELINES and not is_report_file(spec):
                 check_model_path(spec)
+        if self.remote is not None:
+            check_remote(self)
 
     @property
     def ks(self) -> tuple[int, ...]:
         """The k values reported: 1, the requested ones, and ``samples``, sorted."""
         return tuple(sorted({1, self.samples, *self.k}))
+
+
+def check_remote(config: EvalConfig) -> None:
+    """Check that the server at ``config.remote`` serves the one suite as ``config`` would make it in process.
+
+    Raises:
+        ValueError: Several suites, another env, split or prompt style than the server's, a reference oracle, or
+            no agentrl server at the URL; the message says what to give instead.
+    """
+    if len(config.suites) != 1:
+        raise ValueError(f"suites: --remote plays one suite (the env the server serves), got {list(config.suites)}")
+    suite = config.suites[0]
+    served = served_description(config.remote)
+    if served.env_id != env_spec(suite).id:
+        raise ValueError(f"suites: the server at {config.remote} serves {served.env_id}, not {env_spec(suite).id}; "
+                         f"give --suite {served.env_id}")
+    if served.split != config.split or served.card.prompt_style != config.prompt_style:
+        raise ValueError(f"split and prompt_style: the server at {config.remote} serves split {served.split!r} in "
+                         f"prompt style {served.card.prompt_style!r}, not {config.split!r} and "
+                         f"{config.prompt_style!r}; give --split {served.split} --prompt-style "
+                         f"{served.card.prompt_style}, or serve it with --env-kwargs "
+                         f"'{{\"split\": \"{config.split}\", \"prompt_style\": \"{config.prompt_style}\"}}'")
+    if "oracle" in config.models and env_spec(suite).oracle_sees_reference:
+        raise ValueError(f"models: oracle: {suite}'s oracle reads the task's reference solution, which a server "
+                         "never sends; evaluate it in process, or play random or a model on the server")
 
 
 def suite_name(spec: EnvSpec) -> str:
@@ -280,7 +318,7 @@ def shared_services(config: EvalConfig) -> Iterator[SuiteKwargs]:
         shared = {}
         for suite in config.suites:
             start = env_spec(suite).service
-            if start is not None:
+            if start is not None and config.remote is None:  # a server runs its own
                 service = start(config.split)
                 stack.callback(service.close)
                 shared[suite] = service.env_kwargs()
@@ -289,7 +327,10 @@ def shared_services(config: EvalConfig) -> Iterator[SuiteKwargs]:
 
 def make_env(suite: str, config: EvalConfig, shared: SuiteKwargs | None = None) -> gym.Env:
     """The evaluation env of ``suite``: the bundled split, the prompt style, the sandbox for PythonSandbox, and
-    the suite's shared service (``shared``, from :func:`shared_services`; None: the env starts what it needs)."""
+    the suite's shared service (``shared``, from :func:`shared_services`; None: the env starts what it needs); with
+    ``config.remote``, the client env of the server there."""
+    if config.remote is not None:
+        return gym.make(REMOTE_ID, url=config.remote)
     env_id = env_spec(suite).id
     return gym.make(env_id, split=config.split, prompt_style=config.prompt_style,
                     **sandbox_kwargs(env_id, config.sandbox), **(shared or {}).get(suite, {}))
@@ -749,7 +790,7 @@ def evaluate_model(spec: str, label: str, config: EvalConfig, progress: Progress
     results = []
     for suite in config.suites:
         env = make_env(suite, config, shared)
-        tasks, turn_limit = suite_tasks(env, config), env.spec.max_episode_steps
+        tasks, turn_limit = suite_tasks(env, config), describe(env).limits.max_episode_steps
         env.close()
         pairs = [(env_spec(suite).id, task) for task in tasks]
         requests = group_requests(pairs, config.samples, config.seed)
@@ -955,7 +996,8 @@ def render_markdown(report: Report) -> str:
     sections = [
         f"# Evaluation: {', '.join(config['suites'])} · split `{config['split']}`",
         f"samples per task {config['samples']}, temperature {config['temperature']}, seed {config['seed']}, "
-        f"prompt style `{config['prompt_style']}`" + (f", first {config['limit']} tasks" if config["limit"] else ""),
+        f"prompt style `{config['prompt_style']}`" + (f", first {config['limit']} tasks" if config["limit"] else "")
+        + (f", played on the server at {config['remote']}" if config.get("remote") else ""),
         "## Summary", markdown_table(header, rows),
         "Rates leave out episodes an infrastructure fault ended (`infra`), and are n/a when no episode was "
         "scored; `invalid`: scored episodes whose verifier run was invalid (unsolved); pass@k is the unbiased "
@@ -1086,6 +1128,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--training-config", help="GRPO/PPO config, a run's effective_config.json, fingerprint.json or "
                                                   "report.json to check the evaluation envs against; a config's "
                                                   "rollout limits and prompt style are adopted unless given here")
+    parser.add_argument("--remote", metavar="URL", help="play the suite on the agentrl server at URL (python -m "
+                        "agentgym_envs.serve ID) through agentrl/Remote-v0 instead of in process")
     parser.add_argument("--out", type=Path, help="output folder (default: runs/eval/<models>__<suites>__<split>)")
     parser.add_argument("--strict-env-match", action="store_true",
                         help="exit with status 1 when an env-match check finds a difference")
@@ -1110,7 +1154,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     return EvalConfig(models=tuple(args.compare or args.model), suites=tuple(s for s in args.suite.split(",") if s),
                       split=args.split, limit=args.limit, samples=args.samples, temperature=args.temperature,
                       k=tuple(args.k), seed=args.seed, sandbox=args.sandbox, batch_size=args.batch_size,
-                      device=args.device, training_config=args.training_config, **settings)
+                      device=args.device, training_config=args.training_config, remote=args.remote, **settings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,17 +5,27 @@ the server closes the session's env). Two kinds of server are understood, told a
 server publishes (``GET /schema``):
 
 - an agentrl server (``python -m agentgym_envs.serve``): actions go as they are (text, or a structured action),
-  and the observation, reward, terminated, truncated and info come back as the served env gave them;
+  and the observation, reward, terminated, truncated and info come back as the served env gave them. The env also
+  reads the server's description (``GET /agentrl/env``): :attr:`RemoteEnv.card` is the served env's card (so
+  ``agentgym_envs.describe`` gives it, with the served id and turn limit), :attr:`RemoteEnv.tasks` its tasks as the
+  agent is shown them (no answers, no metadata) and :attr:`RemoteEnv.split` their split: agentrl's tooling plays a
+  served env as it plays one in process (``python -m benchmarks.evaluate --remote URL``);
 - any other OpenEnv server with MCP tools: the action text is parsed as agentrl's envs parse it (Hermes
   ``<tool_call>`` blocks, or a structured action), each tool call is an MCP ``call_tool`` step, and the
   observation is the tool results in the layout of agentrl's envs; a malformed action gets the same format-error
   observation, without a request. ``<answer>`` calls the server's ``answer`` tool when it has one; otherwise it
   is a format error. ``terminated`` is the server's ``done``, ``truncated`` is False (the server keeps its limits).
+
+A server that stops answering (the connection drops, a reply times out, the server holds its most sessions) is an
+infrastructure fault: :class:`~tasks.errors.InfrastructureError`, which agentrl's episode runner counts as one; the
+next ``reset`` opens a new session.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -28,12 +38,50 @@ from agentgym_envs.actions import (
     format_error_observation,
     parse_action,
 )
+from agentgym_envs.card import EnvCard
 from agentgym_envs.core import MAX_ACTION_SPACE_CHARS
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.spaces import UnicodeText
+from tasks import InfrastructureError, Task
 
 MAX_OBSERVATION_CHARS = 1 << 20
 RESET_OPTIONS = frozenset({"task", "difficulty"})
+DESCRIPTION_PATH = "/agentrl/env"
+"""Where an agentrl server describes the env it serves (``agentgym_envs.serve.app.DESCRIPTION_ROUTE``)."""
+
+
+@dataclass(frozen=True)
+class ServedDescription:
+    """What an agentrl server says about the env it serves.
+
+    Attributes:
+        env_id: The served id (``agentrl/Search-v0``, or a third-party package's).
+        split: The split its tasks come from (``"tasks"`` for tasks given explicitly).
+        card: Its card, with the served id and turn limit.
+        tasks: Its tasks in order, as the agent is shown them: id, family, prompt, difficulty.
+    """
+
+    env_id: str
+    split: str
+    card: EnvCard
+    tasks: tuple[Task, ...]
+
+
+def served_description(url: str, timeout_s: float = 30.0) -> ServedDescription:
+    """The description of the env an agentrl server at ``url`` serves.
+
+    Raises:
+        EnvConfigError: No agentrl server answers at ``url`` (nothing answers, or another OpenEnv server).
+    """
+    try:
+        response = httpx.get(f"{url.rstrip('/')}{DESCRIPTION_PATH}", timeout=timeout_s)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise EnvConfigError(f"url: expected an agentrl server (python -m agentgym_envs.serve) answering GET "
+                             f"{url.rstrip('/')}{DESCRIPTION_PATH}, got {exc}") from exc
+    data = response.json()
+    return ServedDescription(env_id=data["env_id"], split=data["split"], card=EnvCard.from_dict(data["card"]),
+                             tasks=tuple(Task.from_dict(task) for task in data["tasks"]))
 
 
 class RemoteEnv(gym.Env[str, str]):
@@ -56,6 +104,7 @@ class RemoteEnv(gym.Env[str, str]):
         self.action_space = UnicodeText(max_length=MAX_ACTION_SPACE_CHARS)
         self.observation_space = UnicodeText(max_length=MAX_OBSERVATION_CHARS)
         self.served_by_agentrl = self._served_by_agentrl()
+        self.description = served_description(self.url) if self.served_by_agentrl else None
         self._timeouts = (connect_timeout_s, message_timeout_s)
         self._client: Any = None
         self._tools: list[str] | None = None
@@ -70,6 +119,26 @@ class RemoteEnv(gym.Env[str, str]):
                 from exc
         properties = response.json().get("action", {}).get("properties", {})
         return {"content", "tool_calls"} <= set(properties)
+
+    @property
+    def card(self) -> EnvCard | None:
+        """The served env's card (an agentrl server's; None for another server)."""
+        return self.description.card if self.description else None
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """The served env's tasks as the agent is shown them (an agentrl server's; none for another server)."""
+        return self.description.tasks if self.description else ()
+
+    @property
+    def split(self) -> str | None:
+        """The split of :attr:`tasks` (None for another server)."""
+        return self.description.split if self.description else None
+
+    @property
+    def trajectory(self) -> None:
+        """The episode's record stays on the server; the runner keeps None for it."""
+        return None
 
     def _session(self) -> Any:
         if self._client is None:
@@ -87,8 +156,11 @@ class RemoteEnv(gym.Env[str, str]):
         unknown = set(options or {}) - RESET_OPTIONS
         if unknown:
             raise EnvConfigError(f"reset options: expected keys among {sorted(RESET_OPTIONS)}, got {sorted(unknown)}")
-        data = {key: value for key, value in {"seed": seed, **(options or {})}.items() if value is not None}
-        result = self._session().reset(**data)
+        options = dict(options or {})
+        if isinstance(options.get("task"), Task):
+            options["task"] = options["task"].id
+        data = {key: value for key, value in {"seed": seed, **options}.items() if value is not None}
+        result = self._call("reset", **data)
         observation = result.observation
         if self.served_by_agentrl:
             return observation["text"], observation["info"]
@@ -97,7 +169,7 @@ class RemoteEnv(gym.Env[str, str]):
     def step(self, action: str | StructuredAction) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play one action on the server."""
         if self.served_by_agentrl and isinstance(action, str | dict | list | tuple):
-            result = self._session().step(_agentrl_payload(action))
+            result = self._call("step", _agentrl_payload(action))
             observation = result.observation
             return (observation["text"], float(result.reward or 0.0), observation["terminated"],
                     observation["truncated"], observation["info"])
@@ -115,7 +187,7 @@ class RemoteEnv(gym.Env[str, str]):
             return format_error_observation(parsed.errors), 0.0, False, False, {"format_errors": list(parsed.errors)}
         blocks, reward, done = [], 0.0, False
         for name, arguments in calls:
-            result = self._session().step({"type": "call_tool", "tool_name": name, "arguments": arguments})
+            result = self._call("step", {"type": "call_tool", "tool_name": name, "arguments": arguments})
             blocks.append(f"[{name} result]\n{_text_of(result.observation)}")
             reward, done = float(result.reward or 0.0), bool(result.done)
             if done:
@@ -124,9 +196,31 @@ class RemoteEnv(gym.Env[str, str]):
 
     def _tool_names(self) -> list[str]:
         if self._tools is None:
-            result = self._session().step({"type": "list_tools"})
+            result = self._call("step", {"type": "list_tools"})
             self._tools = [tool["name"] for tool in result.observation.get("tools", [])]
         return self._tools
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method`` (``reset`` or ``step``) of the session's client; a server that does not answer is an
+        infrastructure fault (the session is dropped: the next reset opens another)."""
+        from websockets.exceptions import WebSocketException
+
+        try:
+            return getattr(self._session(), method)(*args, **kwargs)
+        except (ConnectionError, TimeoutError, OSError, WebSocketException) as exc:
+            self._drop_session()
+            raise InfrastructureError(f"the server at {self.url} did not answer: {exc}") from exc
+        except RuntimeError as exc:
+            if "CAPACITY_REACHED" not in str(exc):
+                raise
+            self._drop_session()
+            raise InfrastructureError(f"the server at {self.url} holds its most sessions: {exc}") from exc
+
+    def _drop_session(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with suppress(ConnectionError, OSError, RuntimeError):  # the connection is gone already
+                client.close()
 
     def close(self) -> None:
         """End the session (the server closes its env)."""

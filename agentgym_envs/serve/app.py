@@ -6,6 +6,10 @@ a request whose first path segment is one of :data:`OPENENV_ROUTES` (or any WebS
 else to ORS. Both apps' start-up and shut-down run (their session reapers; at shut-down every session's env is
 closed). The session count is shared: ``max_sessions`` bounds OpenEnv's and ORS's sessions together.
 
+One more route is agentrl's own: ``GET /agentrl/env`` (:data:`DESCRIPTION_ROUTE`) answers the served env's id, split,
+card and tasks as the agent is shown them (:meth:`ServedEnv.description`), so that ``agentrl/Remote-v0`` plays the
+env as agentrl's tooling plays one in process (``benchmarks.evaluate --remote``).
+
 With a token, every request must carry it: as ``Authorization: Bearer <token>`` or ``X-API-Key: <token>`` (the ORS
 SDK sends its ``api_key`` so), or as a first path segment ``/auth/<token>`` that is stripped (for OpenEnv's clients,
 which send no headers: give them ``http://host:port/auth/<token>`` as their URL).
@@ -17,6 +21,10 @@ import hmac
 from contextlib import AsyncExitStack, suppress
 from typing import Any
 
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
@@ -29,6 +37,10 @@ OPENENV_ROUTES = frozenset({"ws", "mcp", "reset", "step", "state", "schema", "me
 """First path segments served by openenv-core's app."""
 AUTH_PREFIX = "auth"
 """``/auth/<token>/...``: the token in the path, for clients that send no headers."""
+AGENTRL_ROUTES = "agentrl"
+"""The first path segment of agentrl's own routes."""
+DESCRIPTION_ROUTE = f"/{AGENTRL_ROUTES}/env"
+"""``GET``: the served env's description (:meth:`ServedEnv.description`)."""
 
 class ProtocolRouter:
     """The server's ASGI app (see the module docstring).
@@ -40,8 +52,9 @@ class ProtocolRouter:
         token: The token every request must carry; None for none (loopback only).
     """
 
-    def __init__(self, openenv: Any, ors: Any, slots: SessionSlots, token: str | None = None) -> None:
-        self.openenv, self.ors, self.slots, self.token = openenv, ors, slots, token
+    def __init__(self, openenv: Any, ors: Any, agentrl: ASGIApp, slots: SessionSlots,
+                 token: str | None = None) -> None:
+        self.openenv, self.ors, self.agentrl, self.slots, self.token = openenv, ors, agentrl, slots, token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -55,7 +68,8 @@ class ProtocolRouter:
         if scope["type"] == "websocket":
             await self._websocket(scope, receive, send)
             return
-        app: ASGIApp = self.openenv if segment in OPENENV_ROUTES else self.ors
+        app: ASGIApp = self.openenv if segment in OPENENV_ROUTES else \
+            self.agentrl if segment == AGENTRL_ROUTES else self.ors
         await app(scope, receive, send)
 
     async def _websocket(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -115,5 +129,15 @@ def build_app(served: ServedEnv, token: str | None = None) -> ProtocolRouter:
 
     slots = SessionSlots(served.config.max_sessions)
     ors = Server([ors_environment_class(served, slots)], return_errors="exception").app
-    return ProtocolRouter(openenv_app(served, slots), ors, slots, token)
+    return ProtocolRouter(openenv_app(served, slots), ors, agentrl_app(served), slots, token)
+
+
+def agentrl_app(served: ServedEnv) -> Starlette:
+    """agentrl's own routes: :data:`DESCRIPTION_ROUTE`."""
+    description = served.description()
+
+    async def describe(_: Request) -> JSONResponse:
+        return JSONResponse(description)
+
+    return Starlette(routes=[Route(DESCRIPTION_ROUTE, describe, methods=["GET"])])
 

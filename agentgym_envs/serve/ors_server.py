@@ -82,7 +82,9 @@ class _AgentrlORSEnvironment(Environment):
     @classmethod
     def list_tasks(cls, split: str) -> list[dict[str, Any]]:
         """The env's tasks, ``{"task_id", "family", "difficulty"}`` each."""
-        return [dict(task) for task in cls.served.tasks] if split == cls.served.split else []
+        if split != cls.served.split:
+            return []
+        return [{"task_id": task.id, "family": task.family, "difficulty": task.difficulty} for task in cls.served.tasks]
 
     async def setup(self) -> None:
         """Make the env and start the episode on the session's task."""

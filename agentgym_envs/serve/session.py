@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 from agentgym_envs.actions import ANSWER_TOOL, ANSWER_TOOL_SCHEMA, StructuredAction
 from agentgym_envs.card import EnvCard, describe
 from agentgym_envs.errors import AgentgymError
+from agentgym_envs.policies.base import prompt_only
 from agentgym_envs.registration import make
+from tasks import Task
 
 T = TypeVar("T")
 
@@ -65,14 +67,16 @@ class ServedEnv:
         config: What is served.
         tools: The env's tool schemas (OpenAI function format), then :data:`ANSWER_TOOL`'s unless the env has a
             tool of that name.
-        tasks: The env's tasks as ``{"task_id", "family", "difficulty"}`` records, in its order.
+        tasks: The env's tasks in its order, as the agent is shown them
+            (:func:`~agentgym_envs.policies.base.prompt_only`: id, family, prompt, difficulty; never the answer or
+            the metadata).
         split: The split the tasks come from (``"tasks"`` for tasks given explicitly).
         card: The env's card.
     """
 
     config: ServeConfig
     tools: tuple[dict[str, Any], ...]
-    tasks: tuple[dict[str, Any], ...]
+    tasks: tuple[Task, ...]
     split: str
     card: EnvCard
 
@@ -90,8 +94,7 @@ class ServedEnv:
             tools = [tool.schema() for tool in unwrapped.tools]
             if ANSWER_TOOL not in {schema["function"]["name"] for schema in tools}:
                 tools.append(ANSWER_TOOL_SCHEMA)
-            tasks = tuple({"task_id": task.id, "family": task.family, "difficulty": task.difficulty}
-                          for task in unwrapped.tasks)
+            tasks = tuple(prompt_only(task) for task in unwrapped.tasks)
             return cls(config=config, tools=tuple(tools), tasks=tasks, split=unwrapped.split or "tasks",
                        card=describe(env))
         finally:
@@ -101,6 +104,13 @@ class ServedEnv:
     def tool_names(self) -> list[str]:
         """The names of :attr:`tools`."""
         return [schema["function"]["name"] for schema in self.tools]
+
+    def description(self) -> dict[str, Any]:
+        """What ``GET /agentrl/env`` answers (:data:`~agentgym_envs.serve.app.DESCRIPTION_ROUTE`), for clients
+        that play the env as agentrl's own (``agentrl/Remote-v0``): the served id, the split, the card and the
+        tasks as the agent is shown them."""
+        return {"env_id": self.config.env_id, "split": self.split, "card": self.card.to_dict(),
+                "tasks": [task.to_dict() for task in self.tasks]}
 
 
 class SessionSlots:
