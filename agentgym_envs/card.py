@@ -69,6 +69,12 @@ class FamilyCard:
     reward: tuple[RewardTermCard, ...]
     tasks: int
 
+    def unanswered_components(self) -> dict[str, float]:
+        """The reward components of an episode of this family that ended unanswered and unscored (at the turn
+        limit of an env that does not score unfinished work, or stopped by its runner): 0.0 for every term, as its
+        reward is 0, so that logged means count the episode as they count its reward."""
+        return {term.name: 0.0 for term in self.reward}
+
 
 @dataclass(frozen=True)
 class TaskSourceCard:

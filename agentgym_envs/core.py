@@ -279,6 +279,17 @@ class TextEnv(gym.Env[str, str], ABC):
                        source=task_source(self.env_name, self.split, self.tasks, splits_dir=self.splits_dir),
                        settings=self._settings(), prompt_style=self.prompt_style)
 
+    def unanswered_components(self) -> dict[str, float]:
+        """The reward components of the current episode if it ends unanswered and unscored: 0.0 for every term of
+        its family's reward (:meth:`FamilyCard.unanswered_components`), which its reward of 0 is the sum of.
+
+        Raises:
+            ResetNeeded: No episode was started.
+        """
+        if self.task is None:
+            raise ResetNeeded("call reset() before asking for an episode's reward components")
+        return self.card.families[self.task.family].unanswered_components()
+
     # -- the Gymnasium API ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode on a task drawn with ``self.np_random`` (or given in ``options``).
@@ -371,13 +382,16 @@ class TextEnv(gym.Env[str, str], ABC):
 
     def _score_at_turn_limit(self, step: StepResult) -> StepResult:
         """``step`` scored and truncated when it is the last allowed turn of an unfinished episode in an env that
-        :attr:`scores_at_turn_limit`; ``step`` itself otherwise."""
-        observation, _, terminated, truncated, info = step
-        if not self.scores_at_turn_limit or terminated or truncated or self.task is None:
+        :attr:`scores_at_turn_limit`; in any other env that turn's ``info`` carries :meth:`unanswered_components`
+        (``TimeLimit`` truncates it); ``step`` itself otherwise."""
+        observation, reward, terminated, truncated, info = step
+        if terminated or truncated or self.task is None:
             return step
         limit = self.turn_limit
         if limit is None or len(self._turns) < limit:
             return step
+        if not self.scores_at_turn_limit:
+            return observation, reward, False, False, {**info, "reward_components": self.unanswered_components()}
         self._done, self._at_turn_limit = True, True
         try:
             result = self._score(self.task, self.trajectory)

@@ -371,8 +371,14 @@ class _Batch:
         return actions
 
     def _finish(self, index: int) -> None:
-        """The episode has ended: keep the env's record of it and tell the agent."""
+        """The episode has ended: keep the env's record of it and tell the agent. An episode that ended unscored
+        (stopped by this runner, or truncated by a turn limit the env did not know) reports its family's
+        unanswered components (:meth:`~agentgym_envs.card.FamilyCard.unanswered_components`), as the env does at its
+        own turn limit."""
         episode = self.episodes[index]
+        if not episode.infra_error and "reward_components" not in episode.final_info:
+            card = self.envs[index].unwrapped.card
+            episode.reward_components = card.families[episode.family].unanswered_components()
         if episode.turns or not episode.infra_error:  # not for a failed reset: the env holds an older one
             try:
                 episode.trajectory = self.envs[index].unwrapped.trajectory

@@ -10,7 +10,7 @@ import pytest
 
 from agentgym_envs import TextEnv, Tool, ToolResult
 from agentgym_envs.policies import answer_action, tool_call_action
-from rewards import RewardResult
+from rewards import CompositeReward, RewardResult, Term, format_reward
 from tasks import InfrastructureError, Task, Trajectory
 
 LIMIT = 3
@@ -107,8 +107,11 @@ def test_an_infrastructure_fault_while_scoring_at_the_limit_is_an_infra_episode(
 
 
 def test_the_hook_is_off_by_default_and_without_a_registered_limit():
-    _, reward, _, truncated, info = play(gym.make(PLAIN_ID), [tool_call_action("write", text="done"), "x", "y"])[-1]
-    assert (reward, truncated) == (0.0, True) and "reward_components" not in info  # TimeLimit's truncation only
+    steps = play(gym.make(PLAIN_ID), [tool_call_action("write", text="done"), "x", "y"])
+    _, reward, _, truncated, info = steps[-1]
+    assert (reward, truncated) == (0.0, True)  # TimeLimit's truncation, not scored
+    # unanswered: every term of the family's reward reported as 0 (here the one term of a plain function)
+    assert info["reward_components"] == {"reward": 0.0} and "reward_components" not in steps[-2][4]
     bare = Draft()  # made directly: no registered limit, so never scored for it
     steps = play(bare, [tool_call_action("write", text="done")] * (LIMIT + 1))
     assert bare.turn_limit is None and all(not truncated for *_, truncated, _ in steps)
@@ -144,3 +147,15 @@ def test_no_verdict_after_an_infrastructure_fault():
     env.reset(seed=0)
     observation, _, _, truncated, info = env.step(answer_action("ok"))
     assert truncated and info["infra_error"] and "check" not in info and "Checked" not in observation
+
+
+def test_an_unanswered_episode_reports_each_term_of_its_reward_as_zero_at_the_turn_limit():
+    """Logs that average the components (GRPO's rewards/<term>/mean) then count the episode, as its reward of 0."""
+    shaped = CompositeReward([Term("outcome", draft_reward, weight=1.0), Term("format", format_reward, weight=0.0)])
+    env = gym.make(PLAIN_ID, reward=shaped)
+    _, reward, terminated, truncated, info = play(env, [tool_call_action("write", text="done"), "x", "y"])[-1]
+    assert (reward, terminated, truncated, info["reward_components"]) == (0.0, False, True,
+                                                                         {"outcome": 0.0, "format": 0.0})
+    assert env.unwrapped.unanswered_components() == {"outcome": 0.0, "format": 0.0}
+    with pytest.raises(gym.error.ResetNeeded):
+        PlainDraft().unanswered_components()

@@ -146,6 +146,28 @@ def test_a_batch_turn_limit_overrides_the_runners(pool):
         runner.run(RecordingAgent([1]), requests(1), max_turns=0)
 
 
+class OutOfContext(RecordingAgent):
+    """Its context budget is spent before its first turn."""
+
+    def act(self, episodes, observations, infos):
+        return [None] * len(episodes)
+
+
+UNANSWERED = {"outcome": 0.0, "f1": 0.0, "format": 0.0, "tool_use": 0.0}  # Search's terms, none scored
+
+
+def test_an_episode_that_ends_unanswered_reports_every_term_of_its_reward_as_zero(pool):
+    runner = EpisodeRunner(pool, schedule="async")
+    stopped = runner.run(RecordingAgent([5, 0]), requests(2), max_turns=1)  # the runner's limit; an answer
+    assert [(e.stop_reason, e.reward_components) for e in stopped] == [
+        ("max_turns", UNANSWERED), ("answered", {**stopped[1].reward_components, "outcome": 1.0})]
+    assert set(stopped[1].reward_components) > set(UNANSWERED)  # scored: the terms and their sub-components
+    (limited,) = runner.run(RecordingAgent([12]), requests(1))  # the env's 10 turns: the env reports them
+    assert (limited.stop_reason, limited.reward, limited.reward_components) == ("turn_limit", 0.0, UNANSWERED)
+    (cut,) = runner.run(OutOfContext([0]), requests(1))
+    assert (cut.stop_reason, cut.reward_components) == ("context", UNANSWERED)
+
+
 class FailingStep(gym.Wrapper):
     """Its second step raises an infrastructure fault (a remote worker that died)."""
 

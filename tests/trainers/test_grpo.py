@@ -148,6 +148,10 @@ def test_a_tiny_grpo_run_changes_the_parameters_and_logs_the_rollout_metrics(tmp
     logged = {key for entry in trainer.state.log_history for key in entry}
     assert {"rewards/env_reward/mean", "rewards/outcome/mean", "episodes/turns_mean", "mismatch/ess",
             "groups/zero_variance", "rollout/max_turns"} <= logged
+    # the untrained model never answers: every reward term is logged as 0, not None (no episode reported it)
+    terms = [entry[f"rewards/{name}/mean"] for entry in trainer.state.log_history
+             for name in ("outcome", "f1", "format", "tool_use") if "rewards/outcome/mean" in entry]
+    assert len(terms) == 8 and set(terms) == {0.0}
     # no overlap by default: on-policy rollouts, no staleness, and TRL's vLLM-only importance sampling stays off
     assert not {"rollout/staleness", "sampling/importance_sampling_ratio/mean"} & logged
     assert trainer.rollouts.snapshot is None
