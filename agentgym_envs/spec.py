@@ -153,6 +153,26 @@ class Relabeling:
     reason: str
 
 
+@dataclass(frozen=True)
+class BenchmarkMetrics:
+    """A public benchmark's own metrics of an evaluation's episodes (DABench's ABQ, PSAQ and UASQ, say).
+
+    Attributes:
+        benchmark: The benchmark's name.
+        values: The metrics, JSON-serialisable (they go into ``report.json``).
+        lines: The metrics as the benchmark prints them (they go into ``report.md`` and onto the terminal).
+    """
+
+    benchmark: str
+    values: Mapping[str, Any]
+    lines: tuple[str, ...]
+
+
+BenchmarkScorer = Callable[[Sequence[Any], Sequence[Any]], "BenchmarkMetrics | None"]
+"""Scores the episodes (``agentgym_envs.runner.Episode``) of an evaluation's tasks (``tasks.Task``) as a public
+benchmark does; None when the tasks are none of that benchmark's."""
+
+
 def random_policy(seed: int) -> Policy:
     """The generic random policy (random tool calls and answers), for an env that names none of its own."""
     from agentgym_envs.policies.random_policy import RandomPolicy
@@ -189,6 +209,8 @@ class EnvSpec:
         speed: Runs its speed benchmark on command-line arguments and returns the exit status
             (``python -m benchmarks.speed <alias> ...``; None: it has none).
         relabeling: Whether hindsight relabeling applies to it, and why (None: not assessed).
+        benchmark_metrics: Scores an evaluation's episodes as the public benchmark its tasks came from does, beside
+            the project's own numbers (``benchmarks.evaluate``; None: it has no such benchmark).
     """
 
     id: str
@@ -208,6 +230,7 @@ class EnvSpec:
     splits_dir: Path | None = None
     speed: Callable[[Sequence[str]], int] | None = None
     relabeling: Relabeling | None = None
+    benchmark_metrics: BenchmarkScorer | None = None
 
     def __post_init__(self) -> None:
         if "/" not in self.id or "-v" not in self.id:
@@ -346,6 +369,8 @@ __all__ = [
     "PYTHON_LOAD_ACTION",
     "PYTHON_SPIN_ACTION",
     "SANDBOX_FAULTS",
+    "BenchmarkMetrics",
+    "BenchmarkScorer",
     "EnvSpec",
     "PolicyFactory",
     "ProbeSettings",
