@@ -30,6 +30,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_envs.data_analysis.dabench import dabench_responses
 from agentgym_envs.policies import ScriptedAgent
 from agentgym_envs.policies.base import prompt_only
 from agentgym_envs.registration import env_spec, sandbox_kwargs
@@ -113,14 +114,6 @@ def play_model(spec: str, tasks: Sequence[Task], make_env: Any, seed: int, setti
     return episodes
 
 
-def responses(tasks: Sequence[Task], episodes: Sequence[Episode]) -> list[dict[str, Any]]:
-    """DABench responses (``id``, ``response``) of the episodes no infrastructure fault ended, in task order."""
-    by_task = {task.id: task for task in tasks}
-    return [{"id": by_task[episode.task_id].metadata["dabench_id"],
-             "response": (episode.trajectory.final_answer if episode.trajectory else None) or ""}
-            for episode in episodes if not episode.infra_error]
-
-
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as lines:
         return [json.loads(line) for line in lines if line.strip()]
@@ -156,7 +149,7 @@ def run(args: argparse.Namespace) -> tuple[DabenchMetrics, int]:
     else:
         settings = ModelSettings(args.max_tokens_per_turn, args.max_context_tokens, args.batch_size, args.device)
         episodes = play_model(args.model, tasks, make_env, args.seed, settings)
-    answered = responses(tasks, episodes)
+    answered = dabench_responses(tasks, episodes)
     played = {response["id"] for response in answered}
     labels = [label for label in _read_jsonl(args.labels) if label["id"] in played]
     concepts = {question["id"]: question["concepts"] for question in _read_jsonl(args.questions)}

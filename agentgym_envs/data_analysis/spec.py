@@ -44,6 +44,14 @@ def probe_catalogue() -> Sequence[Any]:
     return catalogue()
 
 
+def benchmark_metrics(tasks: Sequence[Any], episodes: Sequence[Any]) -> Any:
+    """DABench's ABQ, PSAQ and UASQ of episodes on tasks made from DABench's files
+    (:func:`agentgym_envs.data_analysis.dabench.benchmark_metrics`)."""
+    from agentgym_envs.data_analysis.dabench import benchmark_metrics as dabench_metrics
+
+    return dabench_metrics(tasks, episodes)
+
+
 def speed(argv: Sequence[str]) -> int:
     """Its speed benchmark, :mod:`agentgym_envs.data_analysis.speed`."""
     from agentgym_envs.data_analysis.speed import main
@@ -65,5 +73,6 @@ SPEC = EnvSpec(
                          faults=SANDBOX_FAULTS, memory_mb=1024),
     probes=probes,
     probe_catalogue=probe_catalogue,
+    benchmark_metrics=benchmark_metrics,
 )
 """DataAnalysis-v0's spec."""

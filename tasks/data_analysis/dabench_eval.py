@@ -41,6 +41,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tasks.records import Task
+
 FIELD_PATTERN = re.compile(r"@(\w+)\[(.*?)\]")
 """DABench's field pattern (``extract_format``), applied with ``findall``."""
 
@@ -200,6 +202,34 @@ def score_responses(labels: Sequence[Mapping[str, Any]], responses: Sequence[Map
             graded.append(grade(label_fields(label["common_answers"]), response["response"]))
             graded_concepts.append(concepts.get(label["id"]))
     return dabench_metrics(graded, graded_concepts, unanswered=len(labels) - len(graded))
+
+
+def task_responses(tasks: Sequence[Task], answers: Iterable[tuple[str, str | None]]) -> list[dict[str, Any]]:
+    """DABench responses (``id``, ``response``: the format its ``eval_closed_form.py`` reads) of final answers to
+    tasks made from DABench's files (:func:`~tasks.data_analysis.dabench.dabench_task`).
+
+    Args:
+        tasks: The tasks; answers to tasks without ``metadata["dabench_id"]`` are left out.
+        answers: ``(task id, final answer or None)`` per episode, in play order; None becomes an empty response.
+    """
+    ids = {task.id: task.metadata["dabench_id"] for task in tasks if "dabench_id" in task.metadata}
+    return [{"id": ids[task_id], "response": answer or ""} for task_id, answer in answers if task_id in ids]
+
+
+def score_tasks(tasks: Sequence[Task], responses: Sequence[Mapping[str, Any]]) -> DabenchMetrics:
+    """DABench's metrics of ``responses`` to tasks made from its files: what :func:`score_responses` gives with
+    DABench's labels and questions files, read from the tasks instead (``metadata["answer_fields"]``, the label's
+    fields; ``metadata["concepts_original"]``, the question's concepts).
+
+    Args:
+        tasks: The tasks played; those without ``metadata["dabench_id"]`` are left out.
+        responses: DABench responses (:func:`task_responses`).
+    """
+    played = [task for task in tasks if "dabench_id" in task.metadata]
+    labels = [{"id": task.metadata["dabench_id"], "common_answers": list(task.metadata["answer_fields"].items())}
+              for task in played]
+    concepts = {task.metadata["dabench_id"]: task.metadata["concepts_original"] for task in played}
+    return score_responses(labels, responses, concepts)
 
 
 def metrics_lines(metrics: DabenchMetrics) -> list[str]:

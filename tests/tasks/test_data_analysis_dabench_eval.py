@@ -22,6 +22,8 @@ from tasks.data_analysis.dabench_eval import (
     grade,
     label_fields,
     score_responses,
+    score_tasks,
+    task_responses,
 )
 from tasks.records import Task, Trajectory, Turn
 
@@ -178,6 +180,25 @@ def test_the_metrics_are_dabenchs_on_a_mixed_set_of_responses(reference: types.M
     assert (ours.answered, ours.unanswered) == (8, 2)
     assert (ours.abq, ours.uasq) == (0.5, round(11 / 17, 4))
     assert ours.psaq == round((1 + 2 / 4 + 1 / 2 + 1 + 1 / 3 + 1 + 1 + 1 / 2) / 8, 4)
+
+
+def test_tasks_give_the_metrics_dabenchs_files_give(tmp_path: Path) -> None:
+    # what benchmarks.evaluate scores (labels and concepts read from the tasks, after a JSON round trip) against
+    # score_responses on DABench's own files (checked against DABench's script above)
+    labels = _fixture_records("da-dev-labels.jsonl")
+    concepts = {question["id"]: question["concepts"] for question in _fixture_records("da-dev-questions.jsonl")}
+    tasks = [Task.from_dict(json.loads(task.to_json())) for task in _fixture_load(tmp_path).tasks]
+    by_id = {task.metadata["dabench_id"]: task for task in tasks}
+    answers = [(by_id[0].id, by_id[0].answer), (by_id[6].id, "@mean_fare_elderly[43.47]"), (by_id[19].id, None),
+               (by_id[273].id, "@correlation_coefficient[0.922] @outlier_count[0] @outlier_list[[]]"),
+               (by_id[734].id, "@correlation_coefficient[0.56]"), (by_id[734].id, by_id[734].answer),
+               ("not-a-dabench-task", "@x[1]")]
+    responses = task_responses(tasks, answers)
+    assert [response["id"] for response in responses] == [0, 6, 19, 273, 734, 734]
+    assert responses[2] == {"id": 19, "response": ""}  # no final answer: an empty response, left out by DABench
+    ours = score_tasks(tasks, responses)
+    assert ours == score_responses(labels, responses, concepts)
+    assert (ours.answered, ours.unanswered, ours.abq) == (4, 6, 0.5)
 
 
 def test_metrics_without_questions_are_zero_and_mismatched_concepts_raise() -> None:
