@@ -35,6 +35,12 @@ and the agent's failure rate per tool, the turn distribution and the stop reason
 ``outcome`` is 1 (:attr:`agentgym_envs.runner.Episode.success`): on WebShop that is a purchase scored 1.0
 (``outcome/success``), so pass@1 is WebShop's success rate and the mean reward its score (x100 in its papers).
 
+``--tasks FILE`` plays the tasks of a JSONL file (``tasks.Task``) instead of the bundled split, on one suite: for
+example DABench's questions, written by ``python -m tasks.data_analysis dabench``. When the suite's spec scores its
+episodes as the public benchmark the tasks came from (``EnvSpec.benchmark_metrics``), the report adds that
+benchmark's own metrics (DataAnalysis on DABench: ABQ, PSAQ and UASQ, per concept and per number of concepts, of
+the greedy episodes when a model was sampled).
+
 A suite whose envs reach a service (WebShop's shop server) gets one instance of it for the whole run, shared by
 every env of the suite (its spec's ``service``), and stopped at the end.
 
@@ -62,6 +68,7 @@ Example:
     python -m benchmarks.evaluate --model oracle --model random --suite webshop --split test
     python -m benchmarks.evaluate --model oracle --model random --suite data --split test
     python -m benchmarks.evaluate --model oracle --model random --suite swe --split test
+    python -m benchmarks.evaluate --model oracle --model random --suite data --tasks data/dabench/tasks.jsonl
     python -m benchmarks.evaluate --model oracle --model random --suite search --remote http://127.0.0.1:8000
     python -m benchmarks.evaluate --model runs/grpo --suite search --samples 8 --temperature 1.0 --k 1 4 8 \\
         --training-config trainers/configs/ppo_tiny_cpu.yaml
@@ -99,7 +106,7 @@ from agentgym_envs.registration import REMOTE_ID, SPECS, env_spec, sandbox_kwarg
 from agentgym_envs.remote.env import served_description
 from agentgym_envs.runner import EnvPool, Episode, EpisodeRequest, EpisodeRunner, group_requests, scored
 from agentgym_envs.spec import EnvSpec
-from tasks import Task
+from tasks import Task, read_tasks
 from trainers.infra_guard import INFRA_HINT, first_infra_error
 from trainers.model_path import check_model_path
 
@@ -151,6 +158,8 @@ class EvalConfig:
         training_config: GRPO/PPO config, ``fingerprint.json`` or ``report.json`` to check the envs against.
         remote: The URL of an agentrl server to play the (one) suite on through ``agentrl/Remote-v0``; None: in
             process. The server must serve the suite's env on ``split`` with ``prompt_style``.
+        tasks_file: A JSONL file of tasks to play on the (one) suite instead of the bundled ``split``; None: the
+            split.
     """
 
     models: tuple[str, ...]
@@ -170,6 +179,7 @@ class EvalConfig:
     device: str | None = None
     training_config: str | None = None
     remote: str | None = None
+    tasks_file: str | None = None
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -203,6 +213,9 @@ class EvalConfig:
                 check_model_path(spec)
         if self.remote is not None:
             check_remote(self)
+        if self.tasks_file is not None and (len(self.suites) != 1 or self.remote is not None):
+            raise ValueError(f"tasks_file: expected one suite played in process, got suites {list(self.suites)}"
+                             + (f" and --remote {self.remote}" if self.remote else ""))
 
     @property
     def ks(self) -> tuple[int, ...]:
@@ -220,6 +233,9 @@ def check_remote(config: EvalConfig) -> None:
     if len(config.suites) != 1:
         raise ValueError(f"suites: --remote plays one suite (the env the server serves), got {list(config.suites)}")
     suite = config.suites[0]
+    if "oracle" in config.models and env_spec(suite).oracle_sees_reference:
+        raise ValueError(f"models: oracle: {suite}'s oracle reads the task's reference solution, which a server "
+                         "never sends; evaluate it in process, or play random or a model on the server")
     served = served_description(config.remote)
     if served.env_id != env_spec(suite).id:
         raise ValueError(f"suites: the server at {config.remote} serves {served.env_id}, not {env_spec(suite).id}; "
@@ -230,9 +246,6 @@ def check_remote(config: EvalConfig) -> None:
                          f"{config.prompt_style!r}; give --split {served.split} --prompt-style "
                          f"{served.card.prompt_style}, or serve it with --env-kwargs "
                          f"'{{\"split\": \"{config.split}\", \"prompt_style\": \"{config.prompt_style}\"}}'")
-    if "oracle" in config.models and env_spec(suite).oracle_sees_reference:
-        raise ValueError(f"models: oracle: {suite}'s oracle reads the task's reference solution, which a server "
-                         "never sends; evaluate it in process, or play random or a model on the server")
 
 
 def suite_name(spec: EnvSpec) -> str:
@@ -332,7 +345,8 @@ def make_env(suite: str, config: EvalConfig, shared: SuiteKwargs | None = None) 
     if config.remote is not None:
         return gym.make(REMOTE_ID, url=config.remote)
     env_id = env_spec(suite).id
-    return gym.make(env_id, split=config.split, prompt_style=config.prompt_style,
+    source = {"tasks": read_tasks(config.tasks_file)} if config.tasks_file else {"split": config.split}
+    return gym.make(env_id, **source, prompt_style=config.prompt_style,
                     **sandbox_kwargs(env_id, config.sandbox), **(shared or {}).get(suite, {}))
 
 
@@ -444,6 +458,8 @@ class SuiteResult:
         first_infra_error: The message of the first infrastructure fault ("" when none).
         settings: Sampling and limits (``temperature``, rollout limits for models).
         notes: Anything a reader must know to read the numbers.
+        benchmark: The public benchmark's own metrics of the episodes (:class:`agentgym_envs.spec.BenchmarkMetrics`
+            as a dict; empty when the suite's spec gives none for these tasks).
     """
 
     model: str
@@ -469,6 +485,7 @@ class SuiteResult:
     first_infra_error: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    benchmark: dict[str, Any] = field(default_factory=dict)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -556,7 +573,8 @@ def turn_statistics(outcomes: Sequence[Episode]) -> tuple[dict[str, float], dict
 
 def summarize(model: str, suite: str, kind: str, outcomes: Sequence[Episode], *, samples: int,
               ks: Sequence[int], greedy: Sequence[Episode] | None = None,
-              settings: Mapping[str, Any] | None = None, notes: Sequence[str] = ()) -> SuiteResult:
+              settings: Mapping[str, Any] | None = None, notes: Sequence[str] = (),
+              tasks: Sequence[Task] = ()) -> SuiteResult:
     """Reduce one model's episodes on one suite to a :class:`SuiteResult`.
 
     Args:
@@ -569,8 +587,11 @@ def summarize(model: str, suite: str, kind: str, outcomes: Sequence[Episode], *,
         greedy: The greedy episodes, when sampled at a temperature > 0.
         settings: Sampling and limits, reported as they are.
         notes: Extra notes.
+        tasks: The tasks played, for the suite spec's ``benchmark_metrics`` (of the greedy episodes when given).
     """
     valid = scored(outcomes)
+    score_as_benchmark = env_spec(suite).benchmark_metrics
+    benchmark = score_as_benchmark(tasks, greedy or outcomes) if score_as_benchmark and tasks else None
     turns, histogram = turn_statistics(outcomes)
     rewards = [o.reward for o in valid]
     return SuiteResult(
@@ -583,7 +604,8 @@ def summarize(model: str, suite: str, kind: str, outcomes: Sequence[Episode], *,
         stop_reasons=dict(sorted(Counter(o.stop_reason for o in outcomes).items())),
         infra_errors=len(outcomes) - len(valid), scored=len(valid), invalid=sum(map(invalid_run, valid)),
         invalid_reasons=invalid_reason_counts(valid),
-        first_infra_error=first_infra_error(outcomes), settings=dict(settings or {}), notes=list(notes))
+        first_infra_error=first_infra_error(outcomes), settings=dict(settings or {}), notes=list(notes),
+        benchmark=asdict(benchmark) if benchmark else {})
 
 
 # ---------------------------------------------------------------------------------------------- fingerprints
@@ -779,7 +801,8 @@ def evaluate_scripted(name: str, label: str, config: EvalConfig, progress: Progr
         notes = ["deterministic policy: one episode per task, so pass@k = pass@1"] if kind.deterministic else []
         if kind.sees_reference:
             notes.append("reference oracle: replays the task's reference solution (reads task metadata)")
-        result = summarize(label, suite, "scripted", outcomes, samples=samples, ks=config.ks, notes=notes)
+        result = summarize(label, suite, "scripted", outcomes, samples=samples, ks=config.ks, notes=notes,
+                           tasks=tasks)
         results.append((result, [episode_row(episode, label, suite) for episode in outcomes]))
     return results
 
@@ -800,7 +823,7 @@ def evaluate_model(spec: str, label: str, config: EvalConfig, progress: Progress
         sampled = player.play(suite, requests, config.temperature, turn_limit, advance)
         greedy = player.play(suite, greedy_requests, 0.0, turn_limit, advance) if greedy_requests else None
         result = summarize(label, suite, "model", sampled, samples=config.samples, ks=config.ks, greedy=greedy,
-                           settings=player.rollout_settings(config.temperature))
+                           settings=player.rollout_settings(config.temperature), tasks=tasks)
         results.append((result, [episode_row(episode, label, suite) for episode in sampled]))
     return results
 
@@ -997,7 +1020,8 @@ def render_markdown(report: Report) -> str:
         f"# Evaluation: {', '.join(config['suites'])} · split `{config['split']}`",
         f"samples per task {config['samples']}, temperature {config['temperature']}, seed {config['seed']}, "
         f"prompt style `{config['prompt_style']}`" + (f", first {config['limit']} tasks" if config["limit"] else "")
-        + (f", played on the server at {config['remote']}" if config.get("remote") else ""),
+        + (f", played on the server at {config['remote']}" if config.get("remote") else "")
+        + (f", tasks from `{config['tasks_file']}` (not the split)" if config.get("tasks_file") else ""),
         "## Summary", markdown_table(header, rows),
         "Rates leave out episodes an infrastructure fault ended (`infra`), and are n/a when no episode was "
         "scored; `invalid`: scored episodes whose verifier run was invalid (unsolved); pass@k is the unbiased "
@@ -1009,6 +1033,8 @@ def render_markdown(report: Report) -> str:
         "## Turns and stop reasons", turns_section(results),
         "## Environment match", env_match_section(report),
     ]
+    sections += [f"## {r.benchmark['benchmark']}'s metrics · {r.model} · {r.suite}\n\n```\n"
+                 + "\n".join(r.benchmark["lines"]) + "\n```" for r in results if r.benchmark]
     if notes:
         sections += ["## Notes", "\n".join(notes)]
     return "\n\n".join(sections) + "\n"
@@ -1027,6 +1053,10 @@ def render_console(report: Report, console: Console) -> None:
         console.print(f"[yellow]infrastructure faults[/yellow] {escape(line)}")
     for line in invalid_lines(report.results):
         console.print(f"[yellow]invalid runs[/yellow] {escape(line)}")
+    for r in report.results:
+        if r.benchmark:
+            console.print(f"{escape(r.benchmark['benchmark'])}'s metrics · {escape(r.model)} · {r.suite}")
+            console.print(escape("\n".join(f"  {line}" for line in r.benchmark["lines"])))
     for check in report.env_match:
         if check["match"]:
             console.print(f"[green]env match[/green] with {check['reference']}")
@@ -1105,6 +1135,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--suite", default="search",
                         help=f"comma-separated registered env ids or aliases, among {', '.join(SPECS.names())}")
     parser.add_argument("--split", default="test", help="bundled split")
+    parser.add_argument("--tasks", help="instead of the split: a JSONL file of tasks for the one suite (DABench's: "
+                                        "python -m tasks.data_analysis dabench)")
     parser.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     parser.add_argument("--samples", type=int, default=1, help="episodes per task (n of pass@k)")
     parser.add_argument("--temperature", type=float, help="model sampling temperature (0: greedy; default: 1 with "
@@ -1154,7 +1186,8 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     return EvalConfig(models=tuple(args.compare or args.model), suites=tuple(s for s in args.suite.split(",") if s),
                       split=args.split, limit=args.limit, samples=args.samples, temperature=args.temperature,
                       k=tuple(args.k), seed=args.seed, sandbox=args.sandbox, batch_size=args.batch_size,
-                      device=args.device, training_config=args.training_config, remote=args.remote, **settings)
+                      device=args.device, training_config=args.training_config, remote=args.remote,
+                      tasks_file=args.tasks, **settings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
