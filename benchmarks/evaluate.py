@@ -1119,9 +1119,10 @@ def write_outputs(report: Report, out: Path) -> list[Path]:
 
 
 def default_out(config: EvalConfig) -> Path:
-    """``runs/eval/<models>__<suites>__<split>``: the same arguments name the same folder."""
+    """``runs/eval/<models>__<suites>__<split>`` (``<tasks file stem>`` for ``--tasks``): the same arguments name
+    the same folder."""
     models = "_vs_".join(unique_labels(config.models))
-    name = f"{models}__{'-'.join(config.suites)}__{config.split}"
+    name = f"{models}__{'-'.join(config.suites)}__{Path(config.tasks_file).stem if config.tasks_file else config.split}"
     return Path("runs") / "eval" / re.sub(r"[^A-Za-z0-9._-]+", "-", name)
 
 

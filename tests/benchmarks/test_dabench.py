@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.dabench import main
+from benchmarks.evaluate import main as evaluate_main
 from tasks.data_analysis.__main__ import main as tasks_main
 from tests.conftest import require_backend
 
@@ -51,3 +52,29 @@ def test_tasks_not_made_from_dabench_files_are_refused(tmp_path: Path, capsys: p
     assert main(["--tasks", str(tasks), "--questions", "q", "--labels", "l", "--model", "random",
                  "--out", str(tmp_path / "run")]) == 2
     assert "got 1 without, e.g. 'dabench/0'" in capsys.readouterr().err
+
+
+@pytest.mark.bwrap
+def test_evaluate_reports_the_metrics_benchmarks_dabench_computes_from_dabenchs_files(
+        tmp_path: Path, backend_problems) -> None:
+    # benchmarks.evaluate reads labels and concepts from the tasks; benchmarks.dabench from DABench's own files
+    require_backend("bwrap", backend_problems)
+    tasks = _dabench_tasks(tmp_path)
+    assert main(["--tasks", str(tasks), "--questions", str(FIXTURES / "da-dev-questions.jsonl"), "--labels",
+                 str(FIXTURES / "da-dev-labels.jsonl"), "--model", "random", "--sandbox", "bwrap", "--limit", "4",
+                 "--out", str(tmp_path / "dabench")]) == 0
+    assert evaluate_main(["--model", "random", "--suite", "data", "--tasks", str(tasks), "--sandbox", "bwrap",
+                          "--limit", "4", "--out", str(tmp_path / "evaluate")]) == 0
+    report = json.loads((tmp_path / "evaluate" / "report.json").read_text())
+    (result,) = report["results"]
+    assert result["benchmark"]["benchmark"] == "DABench" and result["tasks"] == 4
+    expected = json.loads((tmp_path / "dabench" / "metrics.json").read_text())
+    assert json.loads(json.dumps(result["benchmark"]["values"])) == expected
+    markdown = (tmp_path / "evaluate" / "report.md").read_text()
+    assert "## DABench's metrics · random · data" in markdown and "ABQ by concept:" in markdown
+    assert f"tasks from `{tasks}`" in markdown
+
+
+def test_evaluate_plays_a_tasks_file_on_one_suite_only(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="tasks_file: expected one suite"):
+        evaluate_main(["--model", "random", "--suite", "data,search", "--tasks", str(tmp_path / "t.jsonl")])
