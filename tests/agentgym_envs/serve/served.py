@@ -5,18 +5,22 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 
 import httpx
 
 
 class Served:
-    """A server process on a free loopback port."""
+    """A server process on a free loopback port: ``python -m agentgym_envs.serve env_id --port <free> *args``, in the
+    environment ``env`` (default: this process's)."""
 
-    def __init__(self, env_id: str, *args: str) -> None:
+    def __init__(self, env_id: str, *args: str, env: Mapping[str, str] | None = None) -> None:
+        self.env_id, self.args = env_id, args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen([sys.executable, "-m", "agentgym_envs.serve", env_id, "--port",
-                                         str(self.port), *args], stderr=subprocess.PIPE, text=True)
+                                         str(self.port), *args], stderr=subprocess.PIPE, text=True,
+                                        env=None if env is None else dict(env))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -13,21 +15,16 @@ from gymnasium.utils.env_checker import check_env
 pytest.importorskip("openenv")
 
 import agentgym_envs  # noqa: F401  (registers the ids)
+from agentgym_envs import describe
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.registration import REMOTE_ID, env_spec
-from tasks import load_split
+from benchmarks import evaluate
+from tasks import InfrastructureError, load_split
 from tests.agentgym_envs.serve.served import Served, free_port
 
 pytestmark = pytest.mark.slow  # a server process (imports openenv-core and openreward)
 SEARCH = "agentrl/Search-v0"
 TASKS = load_split("Search", "test")[:2]
-
-
-@pytest.fixture(scope="module")
-def search_server() -> Iterator[Served]:
-    served = Served(SEARCH, "--env-kwargs", '{"split": "test"}')
-    yield served
-    served.stop()
 
 
 def test_the_remote_env_passes_check_env(search_server):
@@ -154,3 +151,79 @@ def test_the_remote_env_plays_an_mcp_server_agentrl_did_not_write(foreign_server
         assert "right" in observation and reward == 1.0 and terminated
     finally:
         env.close()
+
+
+def evaluate_report(out: Path, *args: str) -> tuple[int, dict, str]:
+    """``python -m benchmarks.evaluate`` (in this process) with ``args``: its status, report.json and episodes.jsonl."""
+    status = evaluate.main([*args, "--out", str(out)])
+    return status, json.loads((out / "report.json").read_text()), (out / "episodes.jsonl").read_text()
+
+
+def test_the_remote_env_gives_the_served_envs_card_and_tasks_as_the_agent_sees_them(search_server):
+    env, local = gym.make(REMOTE_ID, url=search_server.url), gym.make(SEARCH, split="test")
+    try:
+        assert describe(env) == describe(local)  # the served id and turn limit, not Remote-v0's
+        assert [task.id for task in env.unwrapped.tasks] == [task.id for task in local.unwrapped.tasks]
+        shown = env.unwrapped.tasks[0]
+        assert shown.prompt == local.unwrapped.tasks[0].prompt and shown.answer is None and shown.metadata == {}
+    finally:
+        env.close()
+        local.close()
+
+
+def test_evaluate_through_the_remote_env_gives_the_numbers_of_evaluate_in_process(search_server, tmp_path):
+    common = ("--model", "oracle", "--model", "random", "--suite", "search", "--limit", "4", "--samples", "2")
+    status, local, local_episodes = evaluate_report(tmp_path / "local", *common)
+    remote_status, remote, remote_episodes = evaluate_report(tmp_path / "remote", *common, "--remote",
+                                                             search_server.url)
+    assert status == remote_status == 0
+    assert remote["config"]["remote"] == search_server.url
+    assert remote["results"] == local["results"] and remote["fingerprint"] == local["fingerprint"]
+    assert remote_episodes == local_episodes
+    oracle, random = local["results"]
+    assert oracle["pass_at"]["1"] == 1.0 and oracle["episodes"] == 4 and random["episodes"] == 8  # real verdicts
+    assert (tmp_path / "remote" / "report.md").read_text().count(f"played on the server at {search_server.url}") == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--split", "train"), "serves split 'test' in prompt style 'full', not 'train'"),
+    (("--suite", "python"), "serves agentrl/Search-v0, not agentrl/PythonSandbox-v0"),
+    (("--suite", "search,python"), "--remote plays one suite"),
+    (("--suite", "python", "--model", "oracle"), "oracle reads the task's reference solution, which a server never"),
+])
+def test_evaluate_refuses_a_remote_suite_the_server_does_not_serve(search_server, args, message):
+    with pytest.raises(SystemExit, match=message):
+        evaluate.main(["--model", "random", "--remote", search_server.url, *args])
+
+
+def test_infrastructure_faults_on_the_server_and_of_the_server_are_counted_as_in_process(tmp_path):
+    """A served Search-v0 whose retriever does not answer: every episode an infrastructure fault, counted by
+    evaluate's own summary exactly as in process; then the server itself stops: the client env says so as an
+    infrastructure fault (the episode runner's), not a crash."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    served = Served(SEARCH, "--env-kwargs", json.dumps({"split": "test", "retriever": dead}))
+    tasks = load_split("Search", "test")[:3]
+    requests = evaluate.group_requests([(SEARCH, task) for task in tasks], 2, 0)
+    try:
+        summaries = []
+        for env in (gym.make(SEARCH, split="test", retriever=dead), gym.make(REMOTE_ID, url=served.url)):
+            try:
+                episodes = evaluate.play_scripted("random", "search", env, requests, lambda _: None)
+            finally:
+                env.close()
+            summaries.append(evaluate.summarize("random", "search", "scripted", episodes, samples=2, ks=(1, 2)))
+        local, remote = summaries
+        assert remote == local
+        assert remote.infra_errors == remote.episodes == 6 and remote.scored == 0
+        assert dead.removeprefix("http://") in remote.first_infra_error
+        status, report, _ = evaluate_report(tmp_path, "--model", "random", "--limit", "2", "--remote", served.url)
+        assert status == 1 and report["results"][0]["infra_errors"] == 2  # nothing scored: the run says so
+        env = gym.make(REMOTE_ID, url=served.url)
+        env.reset(seed=0, options={"task": tasks[0]})
+        served.stop()
+        with pytest.raises(InfrastructureError, match="did not answer"):
+            env.step("<answer>x</answer>")
+        env.close()
+    finally:
+        if served.process.poll() is None:
+            served.stop()

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -32,12 +31,6 @@ SEARCH = "agentrl/Search-v0"
 TASKS = load_split("Search", "test")[:3]
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")  # the SDK's client would ask PyPI for its version
 
-
-@pytest.fixture(scope="module")
-def search_server() -> Iterator[Served]:
-    served = Served(SEARCH, "--env-kwargs", '{"split": "test"}', "--max-sessions", "24")
-    yield served
-    served.stop()
 
 
 def oracle_actions(task) -> list[tuple[str, float, bool]]:
