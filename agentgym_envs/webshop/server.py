@@ -60,12 +60,11 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from agentgym_envs.errors import EnvConfigError
-from agentgym_envs.search.retriever import BM25Retriever
 from agentgym_envs.search.server import is_loopback
 from agentgym_envs.webshop.browser_api import add_browser_api
 from agentgym_envs.webshop.errors import BrowserUnavailableError
 from agentgym_envs.webshop.pages import SESSION_GONE_PAGE
-from tasks.records import Document
+from agentgym_envs.webshop.store import CatalogueSource, ShopStore
 from tasks.webshop.records import Product, Purchase
 
 logger = logging.getLogger(__name__)
@@ -96,13 +95,6 @@ SEARCH_CACHE_SIZE = 4096
 
 PARENT_POLL_S = 1.0
 TEMPLATES_DIR = Path(__file__).with_name("templates")
-
-
-def product_document(product: Product) -> Document:
-    """The search index's document for ``product``: its title, then category, type, description, features, options."""
-    option_values = " ".join(value for values in product.options.values() for value in values)
-    parts = (product.category_text, product.product_type, product.description, *product.features, option_values)
-    return Document(id=product.asin, title=product.title, text="\n".join(part for part in parts if part))
 
 
 @dataclass
@@ -323,20 +315,20 @@ class Shop:
     """The shop's state and pages: the catalogue, its search index, the live sessions and the templates.
 
     Args:
-        products: The catalogue; ASINs must be unique.
+        products: The catalogue (products, or a JSONL file of them, read as a stream); ASINs must be unique.
         catalogue_name: What ``/api/health`` calls the catalogue.
-        index_dir: Where the BM25 index lives (built there when absent); default: the retriever's cache.
+        index_dir: The folder of its products and BM25 index (:class:`~agentgym_envs.webshop.store.ShopStore`,
+            built there when absent); default: under the retriever's cache.
         max_sessions: Most live sessions (the least recently used is evicted past it).
 
     Raises:
-        EnvConfigError: An empty catalogue or duplicate ASINs.
+        EnvConfigError: An empty catalogue, a malformed product or duplicate ASINs.
     """
 
-    def __init__(self, products: Sequence[Product], *, catalogue_name: str,
+    def __init__(self, products: CatalogueSource, *, catalogue_name: str,
                  index_dir: str | os.PathLike[str] | None = None, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
-        self.products = {product.asin: product for product in products}
+        self.store = ShopStore.open(products, index_dir=index_dir)
         self.catalogue_name = catalogue_name
-        self.retriever = BM25Retriever([product_document(p) for p in products], index_dir=index_dir)
         self.sessions = SessionStore(max_sessions)
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True,
                                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -346,11 +338,11 @@ class Shop:
 
     def _rank(self, query: str) -> tuple[str, ...]:
         """ASINs of the top :data:`MAX_RESULTS` BM25 hits for ``query``, best first."""
-        return tuple(asin for asin, _ in self.retriever.rank(query, MAX_RESULTS))
+        return self.store.search(query, MAX_RESULTS)
 
     def close(self) -> None:
-        """Release the search index."""
-        self.retriever.close()
+        """Release the catalogue and its search index."""
+        self.store.close()
 
     # -- lookups -------------------------------------------------------------------------------------
     def session(self, request: web.Request) -> tuple[str, ShopSession]:
@@ -372,7 +364,7 @@ class Shop:
         Raises:
             RequestError: 404 for an ASIN not in the catalogue.
         """
-        product = self.products.get(asin)
+        product = self.store.product(asin)
         if product is None:
             raise RequestError(404, f"expected the ASIN of a product in the catalogue, got {asin!r}")
         return product
@@ -410,7 +402,7 @@ class Shop:
         page = parse_page(values, last)
         shown = hits[(page - 1) * RESULTS_PER_PAGE:page * RESULTS_PER_PAGE]
         came_from = ItemParams(query, page)
-        results = [{"asin": asin, "title": self.products[asin].title, "price": shown_price(self.products[asin]),
+        results = [{"asin": asin, "title": self.product(asin).title, "price": shown_price(self.product(asin)),
                     "url": item_url(sid, asin, came_from)} for asin in shown]
         return self.render("results.html", page_kind="results", instruction=session.instruction,
                            search_url=search_url(sid), query=query, page=page, total=len(hits), results=results,
@@ -450,7 +442,7 @@ class Shop:
         """``POST /s/{sid}/buy/{asin}``: record the purchase (once a session) and show the done page."""
         _, session = self.session(request)
         if session.purchase is not None:
-            bought = self.products[session.purchase.asin].title
+            bought = self.product(session.purchase.asin).title
             raise RequestError(409, f"You already bought {bought} in this session; a session buys once.")
         product = self.product(request.match_info["asin"])
         params = parse_item_params(product, await request.post())
@@ -462,7 +454,7 @@ class Shop:
     # -- JSON API ------------------------------------------------------------------------------------
     async def api_health(self, request: web.Request) -> web.Response:
         """``GET /api/health``."""
-        return web.json_response({"status": "ok", "products": len(self.products), "catalogue": self.catalogue_name,
+        return web.json_response({"status": "ok", "products": len(self.store), "catalogue": self.catalogue_name,
                                   "sessions": len(self.sessions)})
 
     async def api_create_session(self, request: web.Request) -> web.Response:
@@ -517,14 +509,14 @@ async def error_pages(request: web.Request, handler: Any) -> web.StreamResponse:
         return request.app[SHOP].error_page(request, exc.status, f"{exc.reason}: {request.method} {request.path}")
 
 
-def make_app(products: Sequence[Product], *, catalogue_name: str, index_dir: str | os.PathLike[str] | None = None,
+def make_app(products: CatalogueSource, *, catalogue_name: str, index_dir: str | os.PathLike[str] | None = None,
              max_sessions: int = DEFAULT_MAX_SESSIONS) -> web.Application:
     """The shop as an aiohttp application (its :class:`Shop` is ``app[SHOP]``; the index closes on cleanup).
 
     Args:
-        products: The catalogue; ASINs must be unique.
+        products: The catalogue (products, or a JSONL file of them); ASINs must be unique.
         catalogue_name: What ``/api/health`` calls the catalogue.
-        index_dir: Where the BM25 index lives (built there when absent).
+        index_dir: The folder of its products and BM25 index (built there when absent).
         max_sessions: Most live sessions.
 
     Example:
@@ -553,35 +545,15 @@ def make_app(products: Sequence[Product], *, catalogue_name: str, index_dir: str
 
 
 # -- command line -----------------------------------------------------------------------------------
-def read_catalogue_jsonl(path: Path) -> list[Product]:
-    """Products from a JSONL file of :meth:`Product.to_dict` objects.
+def resolve_catalogue(spec: str) -> CatalogueSource:
+    """The catalogue ``spec`` names: a JSONL file of products (its path: the shop reads it as a stream), or the
+    products of a bundled catalogue name (``tasks.webshop.bundled``).
 
     Raises:
-        EnvConfigError: The file is missing or a line is not a product (the message names the line).
-    """
-    if not path.is_file():
-        raise EnvConfigError(f"catalogue: expected a JSONL file of products, got {str(path)!r}, which does not exist")
-    products = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                products.append(Product.from_dict(json.loads(line)))
-            except ValueError as exc:  # bad JSON, or RecordFormatError
-                raise EnvConfigError(f"{path}:{number}: expected a product as JSON ({exc}), "
-                                     f"got {line.strip()[:120]!r}") from exc
-    return products
-
-
-def resolve_catalogue(spec: str) -> list[Product]:
-    """The products of ``spec``: a JSONL file of products, or a bundled catalogue name (``tasks.webshop.bundled``).
-
-    Raises:
-        EnvConfigError: An unknown name, a malformed file, or bundled catalogues that are not installed.
+        EnvConfigError: An unknown name, or bundled catalogues that are not installed.
     """
     if spec.endswith(".jsonl") or Path(spec).is_file():
-        return read_catalogue_jsonl(Path(spec))
+        return Path(spec)
     try:
         from tasks.webshop.bundled import load_catalogue
     except ImportError as exc:
@@ -601,7 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--catalogue", required=True,
                         help="a bundled catalogue name (tasks.webshop.bundled) or a JSONL file of products")
     parser.add_argument("--index-dir", default=None,
-                        help="where the BM25 index lives (built when absent); default under ~/.cache/agentrl/bm25")
+                        help="the folder of the catalogue's products and BM25 index (built when absent); "
+                             "default under ~/.cache/agentrl/bm25")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (loopback only without --allow-remote)")
     parser.add_argument("--port", type=int, default=8100, help="port to bind; 0 picks a free one")
     parser.add_argument("--unix", default=None, metavar="PATH",
@@ -670,7 +643,7 @@ async def serve(app: web.Application, host: str, port: int, *, parent: int | Non
         if unix is not None:
             await web.UnixSite(runner, unix).start()
         where = app[SHOP].origin + (f" and {unix}" if unix is not None else "")
-        print(f"listening on {where} ({len(app[SHOP].products)} products)", flush=True)
+        print(f"listening on {where} ({len(app[SHOP].store)} products)", flush=True)
         watcher = asyncio.create_task(_watch_parent(parent, stop)) if parent is not None else None
         await stop.wait()
         if watcher is not None:

@@ -17,9 +17,10 @@ Targets (issue "WebShop-v0"): text-mode step p50 under 5 ms; 32 concurrent brows
 With ``--scale N`` it measures the shop at WebShop's scale instead (:func:`scale`): it writes N products
 in WebShop's file formats (the bundled catalogue copied under new asins and names, one item in 100
 with a human instruction), converts them with ``python -m tasks.webshop.original`` in a child process
-(wall time and peak RSS), starts the shop server on the result twice, building its BM25 index and then
-loading it (wall time and the server's peak RSS each), and times searches over HTTP (results pages of
-distinct queries, p50 / p99). Target (issue 33): the conversion of WebShop's 1.18M products under 2 GB
+(wall time and peak RSS), starts the shop server on the result twice, building its store (products in
+SQLite, BM25 index: :mod:`~agentgym_envs.webshop.store`) and then opening it (wall time and the server's
+peak RSS each; the store's size on disk), and times searches over HTTP (results pages of distinct
+queries, p50 / p95 / p99). Target (issue 33): the conversion of WebShop's 1.18M products under 2 GB
 peak RSS.
 
 Example:
@@ -210,10 +211,12 @@ class ScaleReport:
     tasks: int
     index_build_s: float
     index_build_peak_rss_mb: float
+    index_mb: float
     index_load_s: float
     server_rss_mb: float
     searches: int
     search_p50_ms: float
+    search_p95_ms: float
     search_p99_ms: float
 
 
@@ -238,12 +241,12 @@ def scale(count: int, *, searches: int = 200, workdir: Path | None = None) -> Sc
         tasks = sum(1 for _ in (out / "tasks.jsonl").open(encoding="utf-8"))
         catalogue, index = str(out / "catalogue.jsonl"), root / "index"
         build_s, build_rss, _, _ = _serve(catalogue, index, [])
+        index_mb = sum(path.stat().st_size for path in index.iterdir()) / 2**20
         queries = _queries(products, searches)
         load_s, _, rss, times = _serve(catalogue, index, queries)
-    milliseconds = np.array(times) * 1000
-    return ScaleReport(count, items_mb, convert_s, convert_rss, tasks, build_s,
-                       build_rss, load_s, rss, len(times), float(np.percentile(milliseconds, 50)),
-                       float(np.percentile(milliseconds, 99)))
+    p50, p95, p99 = (float(np.percentile(np.array(times) * 1000, q)) for q in (50, 95, 99))
+    return ScaleReport(count, items_mb, convert_s, convert_rss, tasks, build_s, build_rss, index_mb, load_s, rss,
+                       len(times), p50, p95, p99)
 
 
 def _run_measured(argv: list[str]) -> tuple[float, float]:
@@ -308,12 +311,15 @@ def render_scale(reports: Sequence[ScaleReport]) -> str:
     interpreter and the libraries); with one report it is left out.
     """
     lines = [f"{'products':>9} {'items MiB':>9} {'convert s':>9} {'conv RSS':>8} {'tasks':>6} {'build s':>8} "
-             f"{'build RSS':>9} {'load s':>7} {'srv RSS':>8} {'search p50':>10} {'p99 ms':>7}"]
+             f"{'build RSS':>9} {'disk MiB':>8} {'load s':>7} {'srv RSS':>8} {'search p50':>10} {'p95':>6} "
+             f"{'p99 ms':>7}"]
     lines += [f"{r.products:>9,} {r.items_mb:>9.0f} {r.convert_s:>9.1f} {r.convert_peak_rss_mb:>8.0f} {r.tasks:>6} "
-              f"{r.index_build_s:>8.1f} {r.index_build_peak_rss_mb:>9.0f} {r.index_load_s:>7.1f} "
-              f"{r.server_rss_mb:>8.0f} {r.search_p50_ms:>10.1f} {r.search_p99_ms:>7.1f}" for r in reports]
-    lines.append("(RSS: peak resident memory in MiB of the converter, of the server building its index, and of "
-                 "the server after loading it and searching; search: results pages over HTTP, distinct queries)")
+              f"{r.index_build_s:>8.1f} {r.index_build_peak_rss_mb:>9.0f} {r.index_mb:>8.0f} {r.index_load_s:>7.1f} "
+              f"{r.server_rss_mb:>8.0f} {r.search_p50_ms:>10.1f} {r.search_p95_ms:>6.1f} {r.search_p99_ms:>7.1f}"
+              for r in reports]
+    lines.append("(RSS: peak resident memory in MiB of the converter, of the server building its store, and of "
+                 "the server after opening it and searching; disk: the store's products and index; search: "
+                 "results pages over HTTP, distinct queries)")
     small, large = min(reports, key=lambda r: r.products), max(reports, key=lambda r: r.products)
     if small.products == large.products:
         return "\n".join(lines)

@@ -39,10 +39,9 @@ from agentgym_envs.webshop.server import (
     SHOP,
     main,
     make_app,
-    product_document,
-    read_catalogue_jsonl,
 )
 from agentgym_envs.webshop.service import ShopClient, ShopServer, new_session_id
+from agentgym_envs.webshop.store import product_document
 from tasks.errors import InfrastructureError
 from tasks.webshop import Product, Purchase, generate_catalogue
 
@@ -226,7 +225,7 @@ def test_search_page_has_the_instruction_and_the_search_form(http, sid, client):
 
 
 def test_results_show_ten_of_at_most_fifty_hits_with_prev_and_next(http, sid, app):
-    expected_total = min(MAX_RESULTS, len(app[SHOP].retriever.rank(WIDE_QUERY, len(CATALOGUE))))
+    expected_total = min(MAX_RESULTS, len(app[SHOP].store.search(WIDE_QUERY, len(CATALOGUE))))
     assert expected_total == MAX_RESULTS  # the query matches more than the cap
     last = MAX_RESULTS // RESULTS_PER_PAGE
     seen: list[str] = []
@@ -240,7 +239,7 @@ def test_results_show_ten_of_at_most_fifty_hits_with_prev_and_next(http, sid, ap
         results = [link for link in reader.links if "/item/" in link.href]
         assert len(results) == RESULTS_PER_PAGE
         for link in results:
-            product = app[SHOP].products[link.label]
+            product = CATALOGUE_BY_ASIN[link.label]
             assert query_of(link.href) == {"query": WIDE_QUERY, "page": str(number)}
             assert f"${product.price:.2f}" in reader.texts and product.title in reader.texts
         seen += [link.label for link in results]
@@ -251,7 +250,7 @@ def test_results_show_ten_of_at_most_fifty_hits_with_prev_and_next(http, sid, ap
 def test_a_result_is_a_link_then_title_then_price(http, sid, app):
     response = http.get(f"/s/{sid}/search", params={"query": NARROW_QUERY})
     asin = app[SHOP].search(NARROW_QUERY)[0]
-    product = app[SHOP].products[asin]
+    product = CATALOGUE_BY_ASIN[asin]
     href = f"/s/{sid}/item/{asin}?query={NARROW_QUERY}&amp;page=1"
     assert (f'<div class="result"><a class="clickable" href="{href}">{asin}</a><h4>{product.title}</h4>'
             f"<p>${product.price:.2f}</p></div>") in response.text
@@ -523,15 +522,6 @@ def test_item_pages_answer_in_about_a_millisecond(http, sid):
 
 
 # -- the command line and the launcher ----------------------------------------------------------------
-def test_read_catalogue_jsonl_names_a_bad_line(tmp_path):
-    path = tmp_path / "bad.jsonl"
-    path.write_text(json.dumps(BARE.to_dict()) + "\n" + '{"asin": "B1"}\n')
-    with pytest.raises(EnvConfigError, match=r"bad.jsonl:2: expected a product"):
-        read_catalogue_jsonl(path)
-    with pytest.raises(EnvConfigError, match="does not exist"):
-        read_catalogue_jsonl(tmp_path / "missing.jsonl")
-
-
 def test_the_command_line_refuses_a_non_loopback_host(catalogue_file, capsys):
     assert main(["--catalogue", str(catalogue_file), "--host", "0.0.0.0", "--port", "0"]) == 2
     assert "allow-remote" in capsys.readouterr().err
