@@ -42,6 +42,7 @@ from rapidfuzz import process as fuzzy_process
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.search.errors import UnknownDocumentError
 from agentgym_envs.search.passages import SNIPPET_CHARS, best_passage
+from tasks.progress import reported
 from tasks.records import Document
 
 INDEX_FORMAT = 1
@@ -234,9 +235,11 @@ class BM25Retriever:
 
     def _build(self) -> None:
         """Tokenize, index, save to a temporary folder, then move it into place atomically."""
-        tokens = [self.tokenizer(f"{doc.title}\n{doc.text}") for doc in self.documents]
-        bm25 = bm25s.BM25(**self.params)
-        bm25.index(tokens, show_progress=False)
+        with reported(f"building the BM25 index of {len(self.documents):,} documents in {self.index_dir} "
+                      "(once; later runs load it)"):
+            tokens = [self.tokenizer(f"{doc.title}\n{doc.text}") for doc in self.documents]
+            bm25 = bm25s.BM25(**self.params)
+            bm25.index(tokens, show_progress=False)
         self.index_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{self.index_dir.name}.", dir=self.index_dir.parent))
         try:

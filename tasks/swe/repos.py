@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tasks.errors import TaskError, UnknownTaskError, did_you_mean
+from tasks.progress import reported
 
 CACHE_ENV = "AGENTRL_SWE_CACHE"
 """Environment variable naming the sdist cache folder; the default is ``~/.cache/agentrl/swe/sdists``."""
@@ -148,7 +149,8 @@ def fetch_sdist(spec: RepoSpec, *, cache: Path | None = None) -> Path:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as scratch:
-        download = _pip_download(spec, Path(scratch))
+        with reported(f"fetching the sdist of {spec.requirement} from PyPI (once; kept in {folder})"):
+            download = _pip_download(spec, Path(scratch))
         digest = sha256_of(download)
         if digest != spec.sha256:
             raise RepoError(f"expected sha256 {spec.sha256} for the sdist of {spec.requirement}, got {digest} "

@@ -93,11 +93,17 @@ def test_a_version_that_does_not_exist_fails_with_pips_reason(tmp_path) -> None:
 
 
 @needs_pypi
-def test_a_corrupted_cache_entry_is_fetched_again(tmp_path) -> None:
+def test_a_corrupted_cache_entry_is_fetched_again_and_the_fetch_says_so(tmp_path, capsys) -> None:
     spec = PINS["six"]
     shutil.copy(fetch_sdist(spec), tmp_path / "six-1.17.0.tar.gz")
     (tmp_path / "six-1.17.0.tar.gz").write_bytes(b"tampered")
+    capsys.readouterr()
     assert sha256_of(fetch_sdist(spec, cache=tmp_path)) == spec.sha256
+    lines = capsys.readouterr().err.splitlines()  # on stderr, flushed, terminal or not
+    assert lines[0] == f"fetching the sdist of six==1.17.0 from PyPI (once; kept in {tmp_path}) ..."
+    assert " done in " in lines[-1]
+    fetch_sdist(spec, cache=tmp_path)  # cached: silent
+    assert capsys.readouterr().err == ""
 
 
 def test_folder_files_skips_caches_and_vcs(tmp_path) -> None:

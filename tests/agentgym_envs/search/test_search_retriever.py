@@ -71,6 +71,16 @@ def test_snippet_falls_back_to_the_lead_when_only_the_title_matches(tmp_path):
     assert hit.snippet.startswith("A long text.") and hit.snippet.endswith("…")
 
 
+def test_a_build_says_so_on_stderr_and_a_load_is_silent(tmp_path, capsys):
+    docs = [Document("a", "Lanterns", "Lanterns of the north."), Document("b", "Quills", "A quill and ink.")]
+    BM25Retriever(docs, index_dir=tmp_path / "i").close()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"building the BM25 index of 2 documents in {tmp_path / 'i'} (once; later runs load it) ..."
+    assert lines[-1].startswith("building the BM25 index of 2 documents") and " done in " in lines[-1]
+    BM25Retriever(docs, index_dir=tmp_path / "i").close()
+    assert capsys.readouterr().err == ""
+
+
 def test_saved_index_is_reloaded_memory_mapped_with_identical_results(corpus, retriever, index_dir):
     meta = index_dir / META_NAME
     built_at = meta.stat().st_mtime_ns
