@@ -64,7 +64,7 @@ from agentgym_envs.search.server import is_loopback
 from agentgym_envs.webshop.browser_api import add_browser_api
 from agentgym_envs.webshop.errors import BrowserUnavailableError
 from agentgym_envs.webshop.pages import SESSION_GONE_PAGE
-from agentgym_envs.webshop.store import CatalogueSource, ShopStore
+from agentgym_envs.webshop.store import CatalogueSource, Listing, ShopStore
 from tasks.webshop.records import Product, Purchase
 
 logger = logging.getLogger(__name__)
@@ -301,7 +301,7 @@ def format_price(price: float) -> str:
     return f"${price:.2f}"
 
 
-def shown_price(product: Product) -> str:
+def shown_price(product: Product | Listing) -> str:
     """The price a results or item page shows: the listing's range when it gives one (``$12.99 to $24.99``, as
     WebShop shows it; the buyer pays ``product.price``, drawn within it), else the price."""
     if product.price_range is None:
@@ -402,8 +402,8 @@ class Shop:
         page = parse_page(values, last)
         shown = hits[(page - 1) * RESULTS_PER_PAGE:page * RESULTS_PER_PAGE]
         came_from = ItemParams(query, page)
-        results = [{"asin": asin, "title": self.product(asin).title, "price": shown_price(self.product(asin)),
-                    "url": item_url(sid, asin, came_from)} for asin in shown]
+        results = [{"asin": listing.asin, "title": listing.title, "price": shown_price(listing),
+                    "url": item_url(sid, listing.asin, came_from)} for listing in self.store.listings(shown)]
         return self.render("results.html", page_kind="results", instruction=session.instruction,
                            search_url=search_url(sid), query=query, page=page, total=len(hits), results=results,
                            prev_url=results_url(sid, query, page - 1) if page > 1 else None,

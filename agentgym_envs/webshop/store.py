@@ -6,7 +6,9 @@ vocabulary. :meth:`ShopStore.open` makes a folder, once per catalogue, in one pa
 (each read, checked, written and tokenized as it comes, never all at once):
 
 * ``catalogue.sqlite``: each product's :meth:`~tasks.webshop.records.Product.to_dict` JSON, by position
-  and by ASIN; pages read the products they show (the last :data:`PRODUCT_CACHE_SIZE` stay parsed);
+  and by ASIN, with its title and price in columns of their own: a results page reads those (:class:`Listing`),
+  an item page the whole product (the last :data:`PRODUCT_CACHE_SIZE` stay parsed);
+* ``asins.npy``: the ASINs in catalogue order, memory-mapped: what a search's positions are turned into;
 * the BM25 index, made by bm25s's own builder (``BM25.index``) from the token ids, which the pass spills
   to a file and bm25s reads back from it, so that its scores are bm25s's scores; searches read its CSC
   arrays memory-mapped (:func:`~agentgym_envs.search.retriever.bm25_scores`) as the Search env does;
@@ -32,6 +34,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,7 @@ STORE_FORMAT = 1
 
 META_NAME = "agentrl-shop.json"
 DATABASE_NAME = "catalogue.sqlite"
+ASINS_NAME = "asins.npy"
 TOKEN_IDS_NAME = "token-ids.int32"
 """The build's spill file of every product's token ids (removed once the index is saved)."""
 
@@ -63,6 +67,23 @@ INSERT_BATCH = 10_000
 
 CatalogueSource = Sequence[Product] | Path
 """A catalogue: products in memory, or a JSONL file of :meth:`Product.to_dict` objects (read as a stream)."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a results page shows of a product.
+
+    Attributes:
+        asin: The product's ASIN.
+        title: Its title.
+        price: What a buyer pays.
+        price_range: The listing's price range, when it gives one.
+    """
+
+    asin: str
+    title: str
+    price: float
+    price_range: tuple[float, float] | None
 
 
 def product_document(product: Product) -> Document:
@@ -157,6 +178,7 @@ class ShopStore:
         self._db: sqlite3.Connection | None = sqlite3.connect(f"file:{folder / DATABASE_NAME}?mode=ro", uri=True,
                                                               check_same_thread=False)
         self._bm25: bm25s.BM25 | None = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+        self._asins = np.load(folder / ASINS_NAME, mmap_mode="r")
         self.product = lru_cache(maxsize=PRODUCT_CACHE_SIZE)(self._read_product)
 
     @classmethod
@@ -199,10 +221,15 @@ class ShopStore:
         token_ids = sorted({bm25.vocab_dict[t] for t in self.tokenizer(query) if t in bm25.vocab_dict})
         if not token_ids:
             return ()
-        positions = [int(position) for position in top_k(bm25_scores(bm25, token_ids), k)]
-        found = dict(self._query(f"SELECT position, asin FROM products WHERE position IN "
-                                 f"({','.join('?' * len(positions))})", positions))
-        return tuple(found[position] for position in positions)
+        return tuple(asin.decode() for asin in self._asins[top_k(bm25_scores(bm25, token_ids), k)])
+
+    def listings(self, asins: Sequence[str]) -> list[Listing]:
+        """The listings of ``asins``, in that order (those the catalogue has)."""
+        rows = self._query(f"SELECT asin, title, price, price_low, price_high FROM products WHERE asin IN "
+                           f"({','.join('?' * len(asins))})", asins)
+        found = {asin: Listing(asin, title, price, None if low is None else (low, high))
+                 for asin, title, price, low, high in rows}
+        return [found[asin] for asin in asins if asin in found]
 
     def close(self) -> None:
         """Close the database and drop the index; idempotent. Reads afterwards raise."""
@@ -273,13 +300,13 @@ def _write_products(source: CatalogueSource, staging: Path, tokenizer: Tokenizer
     """
     vocab: dict[str, int] = {}
     offsets = [0]
-    rows: list[tuple[int, str, str]] = []
+    rows: list[tuple[Any, ...]] = []
     database = sqlite3.connect(staging / DATABASE_NAME)
     try:
         database.execute("PRAGMA journal_mode = OFF")
         database.execute("PRAGMA synchronous = OFF")
-        database.execute("CREATE TABLE products (position INTEGER PRIMARY KEY, asin TEXT NOT NULL, record TEXT "
-                         "NOT NULL)")
+        database.execute("CREATE TABLE products (position INTEGER PRIMARY KEY, asin TEXT NOT NULL, title TEXT NOT "
+                         "NULL, price REAL NOT NULL, price_low REAL, price_high REAL, record TEXT NOT NULL)")
         with (staging / TOKEN_IDS_NAME).open("wb") as spill:
             for position, (where, line) in enumerate(catalogue_lines(source)):
                 product = parse_product(where, line)
@@ -287,7 +314,8 @@ def _write_products(source: CatalogueSource, staging: Path, tokenizer: Tokenizer
                 ids = [vocab.setdefault(token, len(vocab)) for token in tokenizer(f"{document.title}\n{document.text}")]
                 np.asarray(ids, dtype=np.int32).tofile(spill)
                 offsets.append(offsets[-1] + len(ids))
-                rows.append((position, product.asin, line))
+                low, high = product.price_range or (None, None)
+                rows.append((position, product.asin, product.title, product.price, low, high, line))
                 if len(rows) == INSERT_BATCH:
                     _insert(database, rows)
         _insert(database, rows)
@@ -295,14 +323,25 @@ def _write_products(source: CatalogueSource, staging: Path, tokenizer: Tokenizer
             raise EnvConfigError("catalogue: expected at least one product, got none")
         _index_asins(database)
         database.commit()
+        _write_asins(database, staging / ASINS_NAME, len(offsets) - 1)
     finally:
         database.close()
     return np.asarray(offsets, dtype=np.int64), vocab
 
 
-def _insert(database: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> None:
-    database.executemany("INSERT INTO products VALUES (?, ?, ?)", rows)
+def _insert(database: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    database.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     rows.clear()
+
+
+def _write_asins(database: sqlite3.Connection, path: Path, count: int) -> None:
+    """``asins.npy``: the ASINs (UTF-8, fixed width) in position order, read from the database as a stream."""
+    (width,) = database.execute("SELECT max(length(CAST(asin AS BLOB))) FROM products").fetchone()
+    asins = np.lib.format.open_memmap(path, mode="w+", dtype=f"S{width}", shape=(count,))
+    for position, (asin,) in enumerate(database.execute("SELECT asin FROM products ORDER BY position")):
+        asins[position] = asin.encode()
+    asins.flush()
+    del asins
 
 
 def _index_asins(database: sqlite3.Connection) -> None:
@@ -318,4 +357,5 @@ def _index_asins(database: sqlite3.Connection) -> None:
     database.execute("CREATE UNIQUE INDEX products_asin ON products (asin)")
 
 
-__all__ = ["CatalogueSource", "ShopStore", "catalogue_lines", "parse_product", "product_document", "store_key"]
+__all__ = ["CatalogueSource", "Listing", "ShopStore", "catalogue_lines", "parse_product", "product_document",
+           "store_key"]

@@ -14,7 +14,7 @@ from agentgym_envs.webshop.store import DATABASE_NAME, META_NAME, TOKEN_IDS_NAME
 from tasks.webshop import Product, generate_catalogue
 
 CATALOGUE = [*generate_catalogue(0), Product(asin="B999999999", title="Plain Test Mug", category=("Home", "Mugs"),
-                                             product_type="mug", query="mug", price=5.0)]
+                                             product_type="mug", query="mug", price=5.0, price_range=(4.0, 6.5))]
 QUERIES = ["navy henley", "home kitchen", "gluten free pretzels sea salt", "mug", "lavender face serum travel",
            "the", "zzz unknown words", "slim fit machine wash red large", "Kelvaro Classic"]
 
@@ -93,3 +93,11 @@ def test_a_closed_store_says_so(tmp_path):
     closed.close()
     with pytest.raises(EnvConfigError, match="closed"):
         closed.search("henley", 5)
+
+
+def test_listings_are_what_a_results_page_shows_in_the_order_asked(store):
+    asked = [CATALOGUE[-1].asin, "B-not-in-the-shop", CATALOGUE[2].asin]
+    assert [(x.asin, x.title, x.price, x.price_range) for x in store.listings(asked)] == [
+        (p.asin, p.title, p.price, p.price_range) for p in (CATALOGUE[-1], CATALOGUE[2])]
+    assert store.listings([CATALOGUE[-1].asin])[0].price_range == (4.0, 6.5)
+    assert store.listings([]) == []
