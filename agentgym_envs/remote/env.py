@@ -16,9 +16,10 @@ server publishes (``GET /schema``):
   observation, without a request. ``<answer>`` calls the server's ``answer`` tool when it has one; otherwise it
   is a format error. ``terminated`` is the server's ``done``, ``truncated`` is False (the server keeps its limits).
 
-A server that stops answering (the connection drops, a reply times out, the server holds its most sessions) is an
-infrastructure fault: :class:`~tasks.errors.InfrastructureError`, which agentrl's episode runner counts as one; the
-next ``reset`` opens a new session.
+A server that stops answering (the connection drops, a reply times out, the server holds its most sessions, or it
+closed the session after it idled past ``--idle-timeout``) is an infrastructure fault:
+:class:`~tasks.errors.InfrastructureError`, which agentrl's episode runner counts as one; the next ``reset`` opens a
+new session.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from agentgym_envs.actions import (
 from agentgym_envs.card import EnvCard
 from agentgym_envs.core import MAX_ACTION_SPACE_CHARS
 from agentgym_envs.errors import EnvConfigError
+from agentgym_envs.serve.session import SESSION_CLOSED
 from agentgym_envs.spaces import UnicodeText
 from tasks import InfrastructureError, Task
 
@@ -160,7 +162,7 @@ class RemoteEnv(gym.Env[str, str]):
         if isinstance(options.get("task"), Task):
             options["task"] = options["task"].id
         data = {key: value for key, value in {"seed": seed, **options}.items() if value is not None}
-        result = self._call("reset", **data)
+        result = self._call("reset", reopen=True, **data)
         observation = result.observation
         if self.served_by_agentrl:
             return observation["text"], observation["info"]
@@ -200,9 +202,11 @@ class RemoteEnv(gym.Env[str, str]):
             self._tools = [tool["name"] for tool in result.observation.get("tools", [])]
         return self._tools
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``method`` (``reset`` or ``step``) of the session's client; a server that does not answer is an
-        infrastructure fault (the session is dropped: the next reset opens another)."""
+    def _call(self, method: str, *args: Any, reopen: bool = False, **kwargs: Any) -> Any:
+        """``method`` (``reset`` or ``step``) of the session's client; a server that does not answer, holds its most
+        sessions or closed this session (idle past its ``--idle-timeout``) is an infrastructure fault, and the
+        session is dropped (the next request opens another). ``reopen``: a session found closed is replaced and
+        the request sent again, once (a reset: the episode starts anew anyway)."""
         from websockets.exceptions import WebSocketException
 
         try:
@@ -211,10 +215,14 @@ class RemoteEnv(gym.Env[str, str]):
             self._drop_session()
             raise InfrastructureError(f"the server at {self.url} did not answer: {exc}") from exc
         except RuntimeError as exc:
-            if "CAPACITY_REACHED" not in str(exc):
+            if SESSION_CLOSED in str(exc) and reopen:
+                self._drop_session()
+                return self._call(method, *args, **kwargs)
+            reason = _server_fault(str(exc))
+            if reason is None:
                 raise
             self._drop_session()
-            raise InfrastructureError(f"the server at {self.url} holds its most sessions: {exc}") from exc
+            raise InfrastructureError(f"the server at {self.url} {reason}: {exc}") from exc
 
     def _drop_session(self) -> None:
         client, self._client = self._client, None
@@ -227,6 +235,15 @@ class RemoteEnv(gym.Env[str, str]):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _server_fault(error: str) -> str | None:
+    """What an error message of the server says went wrong outside the agent's doing; None for anything else."""
+    if "CAPACITY_REACHED" in error:
+        return "holds its most sessions"
+    if SESSION_CLOSED in error:
+        return "closed this session (idle longer than its --idle-timeout, or stopping)"
+    return None
 
 
 def _agentrl_payload(action: str | StructuredAction) -> dict[str, Any]:

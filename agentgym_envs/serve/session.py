@@ -26,6 +26,8 @@ from agentgym_envs.registration import make
 from tasks import Task
 
 T = TypeVar("T")
+SESSION_CLOSED = "this session is closed"
+"""How the error of a request on a closed session begins (clients such as ``agentrl/Remote-v0`` read it)."""
 
 
 class SessionLimitError(AgentgymError):
@@ -228,13 +230,13 @@ class EpisodeSession:
 
     def _run(self, work: Callable[[], T]) -> T:
         if self._closed:
-            raise SessionClosedError("this session is closed (by its client, after being idle, or by a server "
-                                     "stop); open a new one")
+            raise SessionClosedError(f"{SESSION_CLOSED} (by its client, after being idle, or by a server stop); "
+                                     "open a new one")
         return self._executor.submit(work).result()
 
     async def _arun(self, work: Callable[[], T]) -> T:
         if self._closed:
-            raise SessionClosedError("this session is closed; open a new one")
+            raise SessionClosedError(f"{SESSION_CLOSED}; open a new one")
         return await asyncio.wrap_future(self._executor.submit(work))
 
     def _reset(self, seed: int | None, task: str | None, difficulty: int | None) -> tuple[str, dict[str, Any]]:
