@@ -83,7 +83,13 @@ from agentgym_envs.core import TextEnvOptions
 from agentgym_envs.errors import EnvConfigError, SandboxCrashedError
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits, open_sandbox
 from agentgym_envs.sandboxed import SandboxEnv
-from agentgym_envs.swe.environment import EnvironmentBwrapSandbox, environment_image, host_environment_tree
+from agentgym_envs.swe.environment import (
+    EnvironmentBwrapSandbox,
+    environment_image,
+    host_environment_tree,
+    image_testbed_tree,
+    require_local_image,
+)
 from agentgym_envs.swe.limits import SWE_SANDBOX_LIMITS
 from agentgym_envs.swe.testing import (
     TESTBED,
@@ -122,10 +128,11 @@ from rewards import (
 from rewards.swe import RULES
 from tasks import InfrastructureError, Task, TaskError, Trajectory
 from tasks.errors import did_you_mean
-from tasks.swe.environments import RepoEnvironment
+from tasks.swe.environments import RepoEnvironment, package_root
 from tasks.swe.instances import as_test_ids, refuse_without_fail_to_pass, tree_digest
 from tasks.swe.patches import PatchError, apply_patch, parse_patch
 from tasks.swe.repos import folder_files, is_test_file, pin, repository_files
+from tasks.swe.runners import LOG_RUNNERS
 from tasks.swe.testrun import REASONS, TestRun
 
 if TYPE_CHECKING:  # the docker SDK is imported only when the docker backend is used
@@ -279,6 +286,7 @@ class SWEEnv(SandboxEnv):
             raise EnvConfigError(str(exc)) from exc
         refuse_failed_validation(self.tasks, rules)
         refuse_pytest_dependencies(self.tasks)
+        refuse_missing_images(self.tasks, self.backend)
         self.bash_timeout_s = bash_timeout_s
         self.bash_output_bytes = bash_output_bytes
         self.test_timeout_s = test_timeout_s
@@ -341,9 +349,11 @@ class SWEEnv(SandboxEnv):
         if source.get("kind") == "path":  # a SWE-smith instance's bug is planted: its fix reversed
             files = folder_files(source["path"])
             return apply_patch(files, task.answer, reverse=True) if source.get("planted") else files
+        if source.get("kind") == "image":  # a SWE-bench instance image's own /testbed
+            return image_testbed_tree(str(source["image"]))
         if source.get("kind") != "pypi":
-            raise EnvConfigError(f"task {task.id!r}: expected a repository source of kind 'pypi' or 'path', got "
-                                 f"{dict(source)}; load SWE-bench instances with load_swebench(repository=<folder>)")
+            raise EnvConfigError(f"task {task.id!r}: expected a repository source of kind 'pypi', 'path' or 'image', "
+                                 f"got {dict(source)}; load SWE-bench instances with load_swebench()")
         tree = apply_patch(self._clean_tree(source), task.answer, reverse=True)
         if tree_digest(tree) != task.metadata.get("base_commit"):
             raise EnvConfigError(f"task {task.id!r}: expected the planted tree's digest "
@@ -376,18 +386,34 @@ class SWEEnv(SandboxEnv):
         return dataclasses.replace(self.sandbox_limits, memory_mb=memory) if memory else self.sandbox_limits
 
     def _docker_image(self) -> str | None:
-        """The episode's environment's image (built once per hash), or the base image for a task without one."""
-        return environment_image(self._environment) if self._environment else None
+        """The episode's environment's image: a local image it names, else its built one (once per hash); the
+        base image for a task without an environment."""
+        if self._environment is None:
+            return None
+        return self._environment.image or environment_image(self._environment)
 
     def _open_sandbox(self) -> KernelSandbox:
         """A sandbox with the episode's environment: its image on docker, its tree bound on bwrap."""
         if self._environment is None or self._pool is not None:
             return super()._open_sandbox()
-        if self.backend == "bwrap":
+        if self.backend == "bwrap":  # refuse_missing_images refused an image environment on bwrap
             return EnvironmentBwrapSandbox(host_environment_tree(self._environment), self._limits())
         if self.backend == "docker":
             return open_sandbox("docker", self._limits(), image=self._docker_image())
         raise EnvConfigError(f"task environments need sandbox='docker' or 'bwrap', got {self.backend!r}")
+
+    def _interpreter(self) -> tuple[str, list[str]]:
+        """The episode's interpreter (``""``: the sandbox's own) and the package roots (relative to the repository)
+        that go ahead of its packages: an image environment's (ahead of the image's install of ``/testbed``) or,
+        for a per-repository runner, a built environment's (which pytest gets from the site folder's ``.pth``)."""
+        if self._environment is None:
+            return "", []
+        if not self._environment.image:
+            runs_a_command = self._environment.test_runner in LOG_RUNNERS
+            return self._environment.interpreter, list(self._environment.package_roots) if runs_a_command else []
+        # the environment's roots, and a src layout the tree shows (an image's tree is not seen at load)
+        return self._environment.interpreter, list(dict.fromkeys([*self._environment.package_roots,
+                                                                  package_root(self._tree)]))
 
     def _test_runner(self) -> str:
         """The episode's environment's test runner (pytest for a task without one)."""
@@ -410,8 +436,9 @@ class SWEEnv(SandboxEnv):
             SandboxCrashedError: The shell could not be set up in the sandbox.
         """
         prepare_tree(self.sandbox, self._tree)
+        python, roots = self._interpreter()
         try:
-            return f"{setup_shell(self.sandbox)}/{TESTBED}"
+            return f"{setup_shell(self.sandbox, python=python, package_roots=[shell_root(r) for r in roots])}/{TESTBED}"
         except CellError as exc:
             raise SandboxCrashedError(f"{self.backend} sandbox: the shell could not be set up: {exc}") from exc
 
@@ -525,7 +552,7 @@ class SWEEnv(SandboxEnv):
             run, patch = TestRun(status="error", reason="grader_error", detail=f"{type(exc).__name__}: {exc}"), ""
         runner = self._test_runner()
         self._grading = {**grading_info(run), "runner": runner, "tamper_checked": runner == "pytest"}
-        rules = self.rules if runner == "pytest" else "strict"  # unittest's ids are matched as given
+        rules = self.rules if runner == "pytest" else "strict"  # other runners' ids are matched as given
         return {"test_run": run.to_dict(), "patch": patch, "truncated": self.at_turn_limit, "rules": rules}
 
     def _patch_and_run(self, task: Task) -> tuple[TestRun, str]:
@@ -551,9 +578,11 @@ class SWEEnv(SandboxEnv):
         except TreeError as exc:  # only the agent's own files can make the tree too large for the sandbox
             return TestRun(status="error", reason="tree_unwritable",
                            detail=f"the patched repository could not be written: {exc}")
+        python, roots = self._interpreter()
         self.last_test_run = run_tests(self.sandbox, test_ids(task), timeout_s=self._test_timeout_s(),
                                        config=grading_config(task, self._tree), rules=self.rules,
-                                       runner=self._test_runner())
+                                       runner=self._test_runner(), python=python, package_roots=roots,
+                                       test_files=test_patch_files(task))
         return self.last_test_run
 
     def _verdict(self) -> tuple[str, dict[str, Any]]:
@@ -565,6 +594,39 @@ class SWEEnv(SandboxEnv):
             f"The grading run was invalid ({reason}: {REASONS.get(reason, 'no reason given')}), so the patch "
             f"scores 0. {self._grading['detail'][:500]}")
         return note, {"grading": dict(self._grading)}
+
+
+def shell_root(root: str) -> str:
+    """A package root of the repository as a folder of the work directory (``testbed``, ``testbed/src``)."""
+    return TESTBED if root in (".", "") else f"{TESTBED}/{root.strip('/')}"
+
+
+def test_patch_files(task: Task) -> list[str]:
+    """The files the task's ``test_patch`` touches (what a per-repository runner such as sympy's runs)."""
+    test_patch = str(task.metadata.get("test_patch") or "")
+    return [section.new_path for section in parse_patch(test_patch) if section.new_path] if test_patch.strip() else []
+
+
+def refuse_missing_images(tasks: Sequence[Task], backend: str) -> None:
+    """Refuse tasks whose environment names a Docker image that this backend cannot run: any image on bwrap
+    (bwrap runs the host's root, not an image), an image the local Docker daemon lacks on docker.
+
+    Raises:
+        EnvConfigError: Naming the tasks and what to do.
+    """
+    images = {task.id: environment.image for task in tasks
+              if (environment := task_environment(task)) is not None and environment.image}
+    if not images:
+        return
+    if backend != "docker":
+        named = ", ".join(f"{task_id} ({image})" for task_id, image in list(images.items())[:3])
+        raise EnvConfigError(f"expected sandbox='docker' for tasks that run in a Docker image, got sandbox="
+                             f"{backend!r} for {len(images)} such tasks ({named}): {backend} cannot run a Docker image "
+                             "(bwrap binds the host's own root read-only); use sandbox='docker', or drop the "
+                             "instances' 'image' and pass their repository folder (repository=) so that their "
+                             "environment is derived and built here")
+    for image in dict.fromkeys(images.values()):
+        require_local_image(image)
 
 
 def task_environment(task: Task) -> RepoEnvironment | None:

@@ -21,6 +21,19 @@ Then, per backend:
 The grading run's bootstrap adds :data:`ENV_SITE` as a site folder ahead of the interpreter's own (after pytest
 and the guard are imported), and the ``bash`` tool's commands get it and the package roots on ``PYTHONPATH``.
 
+An environment's ``pre_install`` commands (SWE-bench's) run once per build, after pip, with ``bash`` in a
+sandbox of the backend that builds it (its limits: :data:`PRE_INSTALL_LIMITS`, no network) whose work directory
+holds the installed tree as ``site/`` (the commands' working directory); the tree is read back from it (regular
+files; modes and symlinks are not kept). A command that fails stops the build, naming the command, its exit code
+and its output.
+
+An environment with an ``image`` (a SWE-bench instance image the user loaded: ``/testbed`` and its own
+interpreter) is not built: the docker backend runs that image (:func:`require_local_image` says what to do when
+it is absent), the repository is shipped to ``/work/testbed`` as for every task (from the user's folder, or the
+image's own ``/testbed``: :func:`image_testbed_tree`), and the tests and the agent's ``python`` run the image's
+interpreter with the repository's package roots ahead of the image's install of ``/testbed``. bwrap cannot run a
+Docker image.
+
 Example:
     >>> from tasks.swe.environments import RepoEnvironment
     >>> spec = RepoEnvironment("python-humanize/humanize", "4.9", ("freezegun==1.5.1",), ("src",), "humanize")
@@ -44,12 +57,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentgym_envs.errors import ImageBuildError
+from agentgym_envs.errors import EnvConfigError, ImageBuildError
 from agentgym_envs.sandbox.base import SandboxLimits
 from agentgym_envs.sandbox.bwrap import BwrapSandbox
 from agentgym_envs.sandbox.data_image import PIP_TARGET_ARGS, _commit_with_tree, wheel_cache_root
 from agentgym_envs.sandbox.image import base_image_tag, build_base_image, image_exists
-from agentgym_envs.swe.testing import ENV_SITE, PTH_FILE, TESTBED
+from agentgym_envs.swe.testing import CACHE_DIRS, ENV_SITE, PTH_FILE, TESTBED, prepare_tree, read_tree
 from tasks.swe.environments import RepoEnvironment
 
 if TYPE_CHECKING:
@@ -80,13 +93,15 @@ def _lock(key: str) -> threading.Lock:
 
 
 def environment_tree(environment: RepoEnvironment, *, python: tuple[int, int] = IMAGE_PYTHON,
-                     log: Callable[[str], object] = logger.info) -> Path:
+                     log: Callable[[str], object] = logger.info, backend: str = "docker") -> Path:
     """The installed tree of ``environment`` (see the module docstring) for CPython ``python``, built when not
-    cached: natively for the host's version (sdists built where needed), wheels only for the image's.
+    cached: natively for the host's version (sdists built where needed), wheels only for the image's; its
+    ``pre_install`` commands run in a sandbox of ``backend``.
 
     Raises:
         ImageBuildError: pip failed; the message names the package and why (:func:`pip_failure`), or
-            ``python`` is neither the host's nor the image's version.
+            ``python`` is neither the host's nor the image's version, or a ``pre_install`` command failed (the
+            message names it, with its exit code and output).
     """
     key = f"{environment.build_key}-py{python[0]}{python[1]}"
     tree = wheel_cache_root() / f"swe-env-{key}"
@@ -99,6 +114,8 @@ def environment_tree(environment: RepoEnvironment, *, python: tuple[int, int] = 
             lock = _pip_install(environment, staging, python, log) if environment.requirements else []
             (staging / LOCK_FILE).write_text(json.dumps(lock, indent=1) + "\n", encoding="utf-8")
             _write_editable_install(environment, staging)
+            if environment.pre_install:
+                run_pre_install(environment, staging, backend, log)
             compileall.compile_dir(str(staging), ddir=ENV_SITE, quiet=2, workers=0,
                                    invalidation_mode=compileall.py_compile.PycInvalidationMode.UNCHECKED_HASH)
             staging.rename(tree)
@@ -205,7 +222,125 @@ def environment_image(environment: RepoEnvironment, *, client: docker.DockerClie
 
 def host_environment_tree(environment: RepoEnvironment, *, log: Callable[[str], object] = logger.info) -> Path:
     """:func:`environment_tree` for the host's interpreter, which the bwrap backend runs."""
-    return environment_tree(environment, python=sys.version_info[:2], log=log)
+    return environment_tree(environment, python=sys.version_info[:2], log=log, backend="bwrap")
+
+
+PRE_INSTALL_LIMITS = SandboxLimits(timeout_s=300.0, memory_mb=2048, pids=128, disk_mb=512, output_bytes=65_536)
+"""The sandbox limits ``pre_install`` commands run under (each command: ``timeout_s``)."""
+
+PRE_INSTALL_FOLDER = "site"
+"""The installed tree's folder in the ``pre_install`` sandbox's work directory: the commands' working directory."""
+
+
+def run_pre_install(environment: RepoEnvironment, tree: Path, backend: str,
+                    log: Callable[[str], object] = logger.info) -> None:
+    """Run ``environment.pre_install`` with ``bash`` in a fresh sandbox holding ``tree``, and write the tree back.
+
+    Raises:
+        ImageBuildError: A command exited non-zero or passed its time limit (naming it, with its output), or the
+            tree could not be shipped or read back.
+    """
+    from agentgym_envs.sandbox import open_sandbox
+    from agentgym_envs.swe.tools import CellError, run_bash, setup_shell
+
+    before = {path.relative_to(tree).as_posix(): path.read_bytes() for path in sorted(tree.rglob("*"))
+              if path.is_file() and not path.is_symlink()}
+    sandbox = open_sandbox(backend, PRE_INSTALL_LIMITS)
+    try:
+        prepare_tree(sandbox, before, folder=PRE_INSTALL_FOLDER)
+        setup_shell(sandbox)
+        for command in environment.pre_install:
+            log(f"{environment.repo} {environment.version}: pre_install: {command}")
+            try:
+                run = run_bash(sandbox, command, timeout_s=PRE_INSTALL_LIMITS.timeout_s, head_bytes=2000,
+                               tail_bytes=2000, folder=PRE_INSTALL_FOLDER)
+            except CellError as exc:
+                raise ImageBuildError(_pre_install_failure(environment, command, "broke the sandbox's shell",
+                                                           str(exc))) from exc
+            if run.exit_code != 0:
+                ended = "passed its time limit" if run.exit_code is None else f"exited with {run.exit_code}"
+                raise ImageBuildError(_pre_install_failure(environment, command, ended, run.output))
+        after = read_tree(sandbox, folder=PRE_INSTALL_FOLDER)
+    finally:
+        sandbox.close()
+    _write_back(tree, before, after)
+
+
+def _pre_install_failure(environment: RepoEnvironment, command: str, ended: str, output: str) -> str:
+    return (f"the environment of {environment.repo} {environment.version} could not be built: its pre_install "
+            f"command {command!r} {ended}; its output: {output.strip()[-1500:]} (fix it in an override file: "
+            f"'pre_install' of {environment.repo})")
+
+
+def _write_back(tree: Path, before: dict[str, bytes], after: dict[str, bytes]) -> None:
+    """Make ``tree`` hold ``after``: files removed, changed and added as the commands left them."""
+    for path in before.keys() - after.keys():
+        (tree / path).unlink()
+    for path, data in after.items():
+        if before.get(path) != data and not set(path.split("/")) & CACHE_DIRS:
+            target = tree / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+
+# ------------------------------------------------------------------------------------------------ local images
+
+TESTBED_IN_IMAGE = "/testbed"
+"""Where a SWE-bench instance image holds the repository."""
+
+
+def require_local_image(image: str, *, client: docker.DockerClient | None = None) -> None:
+    """Check that ``image`` is in the local Docker daemon.
+
+    Raises:
+        EnvConfigError: It is not; the message says what to do (``docker load``, or drop the field).
+        SandboxUnavailableError: No Docker daemon answers.
+    """
+    from agentgym_envs.sandbox.docker import connect
+
+    client = client or connect()
+    if not image_exists(client, image):
+        raise EnvConfigError(
+            f"expected the image {image!r} (an instance's 'image', or load_swebench's image=) in the local Docker "
+            f"daemon, found none: load the saved image with `docker load -i FILE.tar` (made by `docker save "
+            f"{image} -o FILE.tar` where it was built), or drop the instance's 'image' and pass its repository "
+            "folder (repository=) so that the environment is derived from its metadata and built here")
+
+
+def image_testbed_tree(image: str, *, client: docker.DockerClient | None = None) -> dict[str, bytes]:
+    """The repository in ``image`` at :data:`TESTBED_IN_IMAGE` (path -> bytes; ``.git`` and caches left out),
+    read from a created container that never runs.
+
+    Raises:
+        EnvConfigError: The image is absent (:func:`require_local_image`) or has no ``/testbed``.
+    """
+    import tarfile
+
+    import docker.errors
+
+    from agentgym_envs.sandbox.docker import connect
+    from agentgym_envs.sandbox.labels import SANDBOX_LABEL
+
+    client = client or connect()
+    require_local_image(image, client=client)
+    container = client.containers.create(image, ["true"], network_mode="none", labels={SANDBOX_LABEL: "build"})
+    try:
+        with tempfile.TemporaryFile() as archive:
+            try:
+                chunks, _ = container.get_archive(TESTBED_IN_IMAGE)
+            except docker.errors.NotFound as exc:
+                raise EnvConfigError(f"expected the repository at {TESTBED_IN_IMAGE} in the image {image!r} (as "
+                                     "SWE-bench's images have it), found none: pass its folder (repository=)") from exc
+            for chunk in chunks:
+                archive.write(chunk)
+            archive.seek(0)
+            with tarfile.open(fileobj=archive) as tar:
+                return {name.split("/", 1)[1]: tar.extractfile(member).read() for member in tar.getmembers()
+                        if member.isfile() and "/" in (name := member.name)
+                        and not {".git", *CACHE_DIRS} & set(name.split("/")[1:])
+                        and not name.endswith(".pyc")}
+    finally:
+        container.remove(force=True)
 
 
 class EnvironmentBwrapSandbox(BwrapSandbox):

@@ -59,6 +59,8 @@ from typing import Any
 from agentgym_envs.errors import SandboxError
 from agentgym_envs.sandbox.base import Sandbox
 from rewards.swe import RULES, swebench_matches, swebench_test_key
+from tasks.errors import TaskError
+from tasks.swe.runners import LOG_RUNNERS, LogRunner
 from tasks.swe.testrun import OUTCOMES, SEVERITY, TestRun
 
 TESTBED = "testbed"
@@ -96,6 +98,8 @@ if os.path.isdir({ENV_SITE!r}):  # the repository's environment, ahead of the in
     before = list(sys.path)
     site.addsitedir({ENV_SITE!r})
     sys.path[:] = [path for path in sys.path if path not in before] + before
+# the repository's package roots, ahead of an image's own install of it (an editable one of /testbed)
+sys.path[:0] = [root for root in os.environ.get("AGENTRL_PACKAGE_ROOTS", "").split(":") if root]
 sys.path.insert(0, os.getcwd())
 raise SystemExit(pytest.console_main())
 '''
@@ -191,8 +195,9 @@ os._exit(exitstatus)
 names, outcomes keyed by the requested ids. No guard: such a run is not tamper-checked (``info["grading"]``
 says so)."""
 
-TEST_RUNNERS = ("pytest", "unittest")
-"""The runners :func:`run_tests` drives."""
+TEST_RUNNERS = ("pytest", "unittest", *LOG_RUNNERS)
+"""The runners :func:`run_tests` drives: pytest under the guard, unittest with its own result, and the
+per-repository commands of :data:`~tasks.swe.runners.LOG_RUNNERS`, read from their logs."""
 
 MAX_TREE_BYTES = 64 << 20
 """Largest archive of a working tree :func:`read_tree` reads back."""
@@ -263,11 +268,11 @@ space, and each thread's arena reserves 64 MB of it: at 1024 MB a suite that sta
 ``MemoryError`` (docker) or "can't start new thread" (bwrap); with 2 arenas 64 threads run in 512 MB."""
 
 RUN_CELL = r'''
-def _agentrl_run_pytest(run_dir, repo, argv, timeout_s, nonce):
+def _agentrl_run_pytest(run_dir, repo, python, argv, extra_env, timeout_s, nonce):
     import os, signal, subprocess, sys, time
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": run_dir, "LANG": "C.UTF-8",
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "@MALLOC_ARENA_MAX@"}
-    command = [sys.executable, "-B", "-E", "-s", os.path.join(run_dir, "bootstrap.py"), *argv]
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "@MALLOC_ARENA_MAX@", **extra_env}
+    command = [python or sys.executable, *argv]
     log_path = os.path.join(run_dir, "pytest.log")
     with open(log_path, "wb") as log:
         started = time.monotonic()
@@ -522,7 +527,8 @@ def _work_directory(sandbox: Sandbox) -> str:
 
 def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: float, folder: str = TESTBED,
               config: PytestConfig | None = None, suite_paths: Sequence[str] = (), rules: str = "strict",
-              runner: str = "pytest") -> TestRun:
+              runner: str = "pytest", python: str = "", package_roots: Sequence[str] = (),
+              test_files: Sequence[str] = ()) -> TestRun:
     """Run the repository's tests ``test_ids`` (the whole suite when None) in the sandbox, under the guard.
 
     Args:
@@ -545,9 +551,14 @@ def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: fl
     Returns:
         The run; see the module's table for when it is ``"error"`` (:attr:`TestRun.reason` names which).
 
-        runner: ``"pytest"`` (under the guard) or ``"unittest"`` (:data:`UNITTEST_BOOTSTRAP_SOURCE`: unittest's
-            dotted ids, or SWE-bench's Django form ``test_f (module.Class)``; not tamper-checked, and its ids are
-            matched as given whatever ``rules`` say).
+        runner: ``"pytest"`` (under the guard), ``"unittest"`` (:data:`UNITTEST_BOOTSTRAP_SOURCE`: unittest's
+            dotted ids, or SWE-bench's Django form ``test_f (module.Class)``) or a per-repository command of
+            :data:`~tasks.swe.runners.LOG_RUNNERS` (``"django"``, ``"sympy"``: its log parsed, :func:`judge_log_run`).
+            Only pytest's runs are tamper-checked; the others' ids are matched as given whatever ``rules`` say.
+        python: The interpreter in the sandbox that runs the tests (``""``: the kernel's own).
+        package_roots: The repository's package roots, relative to it (``"."``, ``"src"``), put ahead of the
+            interpreter's own packages (an image's install of the repository at ``/testbed`` included).
+        test_files: The test files the task's test patch touches (what sympy's runner runs).
 
     Raises:
         ValueError: ``test_ids`` is empty, unknown ``rules`` or an unknown ``runner``.
@@ -560,22 +571,57 @@ def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: fl
         raise ValueError(f"rules, runner: expected one of {list(RULES)} and {list(TEST_RUNNERS)}, got {rules!r} and "
                          f"{runner!r}")
     rules = rules if runner == "pytest" else "strict"
+    log_runner = LOG_RUNNERS.get(runner)
     nonce = secrets.token_hex(16)
     run_dir = f".agentrl-run-{nonce[:16]}"
     config = config or PytestConfig()
     workdir = _work_directory(sandbox)
-    _write_run_folder(sandbox, run_dir, nonce, test_ids, config, workdir, rules, runner,
-                      start=suite_paths[0] if suite_paths else ".")
-    argv = (_pytest_argv(test_ids, suite_paths, f"{workdir}/{run_dir}/config/{config.name}", f"{workdir}/{folder}")
+    repo = f"{workdir}/{folder}"
+    roots = [repo if root in (".", "") else f"{repo}/{root.strip('/')}" for root in package_roots]
+    if log_runner is not None:
+        try:
+            argv, extra_env = _log_runner_command(log_runner, test_ids, test_files, roots)
+        except ValueError as exc:  # the task names nothing this runner can run: an invalid run that says so
+            return TestRun(status="error", reason="usage_error", detail=str(exc))
+    else:
+        _write_run_folder(sandbox, run_dir, nonce, test_ids, config, workdir, rules, runner,
+                          start=suite_paths[0] if suite_paths else ".")
+        argv = ["-B", "-E", "-s", f"{workdir}/{run_dir}/bootstrap.py"] + (
+            _pytest_argv(test_ids, suite_paths, f"{workdir}/{run_dir}/config/{config.name}", repo)
             if runner == "pytest" else [])
-    call = (f"_agentrl_run_pytest({workdir + '/' + run_dir!r}, {workdir + '/' + folder!r}, {argv!r}, "
+        extra_env = {"AGENTRL_PACKAGE_ROOTS": ":".join(roots)}
+    call = (f"_agentrl_run_pytest({workdir + '/' + run_dir!r}, {repo!r}, {python!r}, {argv!r}, {extra_env!r}, "
             f"{timeout_s!r}, {nonce!r}); del _agentrl_run_pytest")
     try:
+        if log_runner is not None:
+            sandbox.run_code(f"import os; os.makedirs({run_dir!r}, exist_ok=True)")
         status = _cell_status(sandbox, "import json\n" + RUN_CELL, call, nonce, timeout_s + CELL_GRACE_S)
-        report = _read_report(sandbox, f"{run_dir}/report.json")
+        if log_runner is not None:
+            log = sandbox.read_file(f"{run_dir}/pytest.log", max_bytes=MAX_REPORT_BYTES).decode("utf-8", "replace")
+        else:
+            report = _read_report(sandbox, f"{run_dir}/report.json")
     finally:
         sandbox.run_code(CLEANUP_CELL.format(path=run_dir))
+    if log_runner is not None:
+        return judge_log_run(status, log, log_runner, test_ids=test_ids or ())
     return judge_run(status, report, nonce=nonce, test_ids=test_ids, rules=rules)
+
+
+def _log_runner_command(runner: LogRunner, test_ids: Sequence[str] | None, test_files: Sequence[str],
+                        roots: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The interpreter's arguments and environment of a per-repository runner: its script and the tests, with the
+    package roots (and a built environment's site folder) on ``PYTHONPATH``, ahead of the interpreter's own.
+
+    Raises:
+        ValueError: No test ids, or ids and files that name nothing to run.
+    """
+    if not test_ids:
+        raise ValueError(f"the {runner.name} runner runs named tests; got no test ids")
+    try:
+        argv = ["-B", *runner.arguments(test_ids, test_files)]
+    except TaskError as exc:
+        raise ValueError(str(exc)) from exc
+    return argv, {"PYTHONPATH": ":".join([*roots, ENV_SITE]), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _read_report(sandbox: Sandbox, path: str) -> Any:
@@ -696,3 +742,50 @@ def judge_run(status: dict[str, Any], report: Any, *, nonce: str, test_ids: Sequ
     reason, detail = problem or ("", "")
     return TestRun(status="ok" if problem is None else "error", outcomes=outcomes, exit_code=status["returncode"],
                    duration_s=duration, detail=detail, reason=reason)
+
+
+def judge_log_run(status: dict[str, Any], log: str, runner: LogRunner, *, test_ids: Sequence[str]) -> TestRun:
+    """The :class:`TestRun` of a per-repository runner's run, from the harness's status and the command's log.
+
+    The outcomes are the runner's parse of the log (:mod:`tasks.swe.runners`; not tamper-checked). The run is
+    ``"timeout"`` when killed at the limit, else ``"error"`` when: the command was killed by a signal
+    (``killed``; ``memory`` when the log shows a MemoryError), reported no test at all (``no_report``), a test
+    module did not import (``collection_error``: unittest's ``_FailedTest``), exited with another code than 0
+    or 1, or with one that contradicts the outcomes (``exit_code``), or a requested test was not reported
+    (``not_reported``).
+
+    Example:
+        >>> status = {"returncode": 0, "duration_s": 1.0, "log_tail": ""}
+        >>> judge_log_run(status, "test_a ok\\n", LOG_RUNNERS["sympy"], test_ids=["test_a"]).outcomes
+        {'test_a': 'passed'}
+    """
+    outcomes = runner.parse(log)
+    duration, tail = round(float(status["duration_s"]), 3), log.strip()[-300:]
+    if status["returncode"] is None:
+        return TestRun(status="timeout", outcomes=outcomes, exit_code=None, duration_s=duration, reason="timeout",
+                       detail=f"the test run passed its time limit and was killed: {tail}")
+    reason, detail = _log_run_problem(status["returncode"], outcomes, tail, runner.name, test_ids) or ("", "")
+    return TestRun(status="error" if reason else "ok", outcomes=outcomes, exit_code=status["returncode"],
+                   duration_s=duration, detail=detail, reason=reason)
+
+
+def _log_run_problem(returncode: int, outcomes: Mapping[str, str], tail: str, name: str,
+                     test_ids: Sequence[str]) -> Problem | None:
+    """Why a per-repository runner's run is invalid, or None when its outcomes may be used."""
+    failures = [test for test, outcome in outcomes.items() if outcome in ("failed", "error", "xpassed")]
+    broken = [test for test in failures if "unittest.loader._FailedTest" in test or "ModuleImportFailure" in test]
+    if "MemoryError" in tail and (returncode < 0 or not outcomes):
+        return "memory", f"the {name} run ran out of memory (exit code {returncode}): {tail}"
+    if returncode < 0:
+        return "killed", f"the {name} run was killed by signal {-returncode}: {tail}"
+    if not outcomes:
+        return "no_report", f"the {name} run (exit code {returncode}) reported no test: {tail}"
+    if broken:
+        return "collection_error", f"test modules did not import: {_listed(broken)}"
+    if returncode not in (0, 1) or (returncode == 0) == bool(failures):
+        return "exit_code", (f"the {name} run exited with code {returncode} and reported "
+                             f"{len(failures)} failures ({_listed(failures)}): {tail}")
+    missing = sorted(set(test_ids) - set(outcomes))
+    if missing:
+        return "not_reported", f"{len(missing)} requested tests were not reported: {_listed(missing)}"
+    return None

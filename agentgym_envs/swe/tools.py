@@ -21,35 +21,58 @@ from __future__ import annotations
 import json
 import posixpath
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.sandbox.base import Sandbox
 from agentgym_envs.swe.limits import CELL_GRACE_S
 from agentgym_envs.swe.testing import ENV_SITE, MALLOC_ARENA_MAX, PTH_FILE, TESTBED
 
 SETUP_CELL = r'''
-def _agentrl_setup(nonce):
+def _agentrl_setup(nonce, python, roots):
     import json, os, sys
+    python = python or sys.executable
+    if not os.access(python, os.X_OK):
+        print(nonce + ":" + json.dumps({"workdir": os.getcwd(), "missing": python}))
+        return
     shims = os.path.join(os.getcwd(), ".agentrl-bin")
     os.makedirs(shims, exist_ok=True)
     for name in ("python", "python3"):
-        if not os.path.lexists(os.path.join(shims, name)):
-            os.symlink(sys.executable, os.path.join(shims, name))
+        shim = os.path.join(shims, name)
+        if os.path.lexists(shim):
+            continue
+        if python == sys.executable:
+            os.symlink(python, shim)
+        else:  # a script, not a link: a venv's interpreter finds its pyvenv.cfg only when run by its own path
+            with open(shim, "w") as script:
+                script.write('#!/bin/sh\nexec "%s" "$@"\n' % python)
+            os.chmod(shim, 0o755)
     with open(os.path.join(shims, "pytest"), "w") as script:
-        script.write('#!/bin/sh\nexec "%s" -m pytest "$@"\n' % sys.executable)
+        script.write('#!/bin/sh\nexec "%s" -m pytest "$@"\n' % python)
     os.chmod(os.path.join(shims, "pytest"), 0o755)
+    with open(os.path.join(shims, "env.json"), "w") as settings:
+        json.dump({"python": python, "roots": [os.path.join(os.getcwd(), root) for root in roots]}, settings)
     print(nonce + ":" + json.dumps({"workdir": os.getcwd()}))
 '''
-"""Shims on the commands' PATH (``python``, ``python3`` and ``pytest`` run the kernel's interpreter, which has
-pytest), and the work directory's absolute path."""
+"""Shims on the commands' PATH (``python``, ``python3`` and ``pytest`` run the environment's interpreter: the
+kernel's, which has pytest, unless the environment names another), the package roots the commands get on
+``PYTHONPATH``, and the work directory's absolute path."""
 
 BASH_CELL = r'''
 def _agentrl_bash(command, folder, timeout_s, head_bytes, tail_bytes, nonce):
     import json, os, select, signal, subprocess, sys, time
     shims = os.path.join(os.getcwd(), ".agentrl-bin")
-    env = {"PATH": shims + ":" + os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
+    try:
+        with open(os.path.join(shims, "env.json")) as settings:
+            settings = json.load(settings)
+    except (OSError, ValueError):  # the agent removed or broke it: the kernel's interpreter
+        settings = {"python": sys.executable, "roots": []}
+    env = {"PATH": shims + ":" + os.path.dirname(settings["python"]) + ":/usr/local/bin:/usr/bin:/bin",
            "HOME": os.getcwd(), "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
            "MALLOC_ARENA_MAX": "@MALLOC_ARENA_MAX@"}
+    if settings["roots"]:  # an image's environment: the agent's tree ahead of the image's install of /testbed
+        env["PYTHONPATH"] = ":".join(settings["roots"])
     site = "@ENV_SITE@"
     if os.path.isdir(site):  # the repository's environment and its editable install, for the agent's python
         with open(os.path.join(site, "@PTH_FILE@")) as pth:
@@ -156,15 +179,29 @@ def _status(output: str, nonce: str) -> tuple[dict, str]:
     return json.loads(output[start + len(marker):end]), output[end + 1:]
 
 
-def setup_shell(sandbox: Sandbox) -> str:
+def setup_shell(sandbox: Sandbox, *, python: str = "", package_roots: Sequence[str] = ()) -> str:
     """Put the command shims in place; the sandbox's work directory as an absolute path.
+
+    Args:
+        sandbox: The episode's sandbox.
+        python: The interpreter the commands' ``python``, ``python3`` and ``pytest`` run (``""``: the kernel's).
+        package_roots: Folders relative to the work directory put on the commands' ``PYTHONPATH`` (an image
+            environment's repository roots; a built environment's come from its site folder).
 
     Raises:
         CellError: The cell failed (in a fresh sandbox, an infrastructure fault).
+        EnvConfigError: ``python`` is not an executable in the sandbox (an image without it: set the
+            environment's ``python``).
     """
     nonce = secrets.token_hex(8)
-    result = sandbox.run_code(SETUP_CELL + f"\n_agentrl_setup({nonce!r}); del _agentrl_setup")
-    return _status(result.output, nonce)[0]["workdir"]
+    call = f"_agentrl_setup({nonce!r}, {python!r}, {list(package_roots)!r}); del _agentrl_setup"
+    result = sandbox.run_code(SETUP_CELL + "\n" + call)
+    status = _status(result.output, nonce)[0]
+    if "missing" in status:
+        raise EnvConfigError(f"expected the environment's interpreter {status['missing']} in the sandbox, found none "
+                             "there: set 'python' of the instance or repository in an override file (--overrides) to "
+                             "the image's interpreter")
+    return status["workdir"]
 
 
 def run_bash(sandbox: Sandbox, command: str, *, timeout_s: float, head_bytes: int, tail_bytes: int,

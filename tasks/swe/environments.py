@@ -14,7 +14,11 @@ repository's own metadata, and a user's override file corrects or pins what the 
                           ``setup.py``; ``requirements*test*.txt``-style files; ``deps`` of tox's ``[testenv]``
     ``package_roots``     ``src`` when the packages live there (a ``src/`` layout), else the repository root
     ``dist_name``         the project's name (``pyproject.toml``, ``setup.cfg``, ``setup.py``, else the repo's)
-    ``test_runner``       ``pytest`` (the guard reads its report); ``unittest`` only by an override
+    ``test_runner``       ``pytest`` (the guard reads its report); ``unittest``, ``django`` or ``sympy`` only by
+                          an override (:mod:`tasks.swe.runners`: their runs are not tamper-checked)
+    ``pre_install``       none: commands run once when the environment is built, by an override
+    ``image``, ``python`` none: an instance's ``image`` (a SWE-bench image the user loaded into the local Docker)
+                          runs its tests with that image's interpreter (:data:`IMAGE_PYTHON` unless set)
     ====================  ========================================================================================
 
 Requirements whose environment marker does not hold on Linux with CPython 3.11 are left out. A pytest among them
@@ -69,8 +73,13 @@ REQUIREMENT_FILES = ("requirements-test.txt", "requirements_test.txt", "test-req
                      "requirements/tests.txt", "requirements/testing.txt", "tests/requirements.txt")
 """Test requirement files looked for, relative to the repository's root."""
 
-TEST_RUNNERS = ("pytest", "unittest")
-"""Test runners an environment may name (``unittest`` runs are not tamper-checked)."""
+TEST_RUNNERS = ("pytest", "unittest", "django", "sympy")
+"""Test runners an environment may name: ``pytest`` (tamper-checked by the guard), ``unittest`` and the
+per-repository commands of :data:`~tasks.swe.runners.LOG_RUNNERS` (not tamper-checked)."""
+
+IMAGE_PYTHON = "/opt/miniconda3/envs/testbed/bin/python"
+"""The interpreter of SWE-bench's instance images (its conda env ``testbed``), used for an environment with an
+``image`` and no ``python``."""
 
 ENVIRONMENT_VERSION = 1
 """Bump when the build of an environment changes in a way its fields do not show (it is part of the hash)."""
@@ -97,6 +106,13 @@ class RepoEnvironment:
         test_runner: One of :data:`TEST_RUNNERS`: ``pytest`` (tamper-checked by the guard) or ``unittest``.
         memory_mb: The sandbox memory its suite needs (None: the env's default).
         test_timeout_s: The grading run's time limit (None: the env's default).
+        pre_install: Shell commands run once when the environment is built, after pip, in its installed tree
+            (in a sandbox, within its limits; SWE-bench's ``pre_install``); part of the build key.
+        image: A Docker image in the local daemon to run the tests in, with the repository's interpreter
+            (``docker load`` of a saved SWE-bench image); nothing is built or installed for it, and only the docker
+            backend can run it.
+        python: The interpreter in the sandbox that runs the tests and the agent's ``python`` (an absolute path;
+            ``""``: the sandbox's own, or :data:`IMAGE_PYTHON` with an ``image``).
     """
 
     repo: str
@@ -108,6 +124,9 @@ class RepoEnvironment:
     test_runner: str = "pytest"
     memory_mb: int | None = None
     test_timeout_s: float | None = None
+    pre_install: tuple[str, ...] = ()
+    image: str = ""
+    python: str = ""
 
     def __post_init__(self) -> None:
         if self.test_runner not in TEST_RUNNERS:
@@ -115,12 +134,25 @@ class RepoEnvironment:
         bad = [root for root in self.package_roots if root.startswith("/") or ".." in root.split("/")]
         if bad:
             raise TaskError(f"{self.repo}: package_roots: expected folders inside the repository, got {bad}")
+        if self.python and not self.python.startswith("/"):
+            raise TaskError(f"{self.repo}: python: expected an absolute path in the sandbox, got {self.python!r}")
+        if self.image and (self.requirements or self.pre_install):
+            raise TaskError(f"{self.repo}: an environment with an image ({self.image}) installs nothing: expected no "
+                            f"requirements and no pre_install, got {list(self.requirements)} and "
+                            f"{list(self.pre_install)} (the image has its own environment)")
+
+    @property
+    def interpreter(self) -> str:
+        """The interpreter that runs the tests (``""``: the sandbox's own)."""
+        return self.python or (IMAGE_PYTHON if self.image else "")
 
     @property
     def build_key(self) -> str:
         """A 16-hex-digit hash of what the installed tree depends on (not the limits): one build per key."""
         recipe = {"requirements": list(self.requirements), "roots": list(self.package_roots),
                   "dist": [self.dist_name, self.dist_version], "version": ENVIRONMENT_VERSION}
+        if self.pre_install:  # absent otherwise, so that the environments built before it keep their key
+            recipe["pre_install"] = list(self.pre_install)
         return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,7 +171,7 @@ class RepoEnvironment:
         if unknown:
             raise TaskError(f"environment: expected fields among {sorted(known)}, got unknown {unknown}")
         values = dict(data)
-        for name in ("requirements", "package_roots"):
+        for name in ("requirements", "package_roots", "pre_install"):
             if name in values:
                 if isinstance(values[name], str) or not all(isinstance(item, str) for item in values[name]):
                     raise TaskError(f"environment {data.get('repo')}: {name}: expected a list of strings, got "

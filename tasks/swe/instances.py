@@ -34,7 +34,7 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ class SWEInstance:
     hints_text: str = ""
     environment_setup_commit: str = ""
     difficulty: int = 1
+    image: str = ""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SWEInstance:
@@ -88,11 +89,11 @@ class SWEInstance:
                                                                                              "PASS_TO_PASS")}
         return cls(**text, FAIL_TO_PASS=as_test_ids(data.get("FAIL_TO_PASS"), "FAIL_TO_PASS"),
                    PASS_TO_PASS=as_test_ids(data.get("PASS_TO_PASS"), "PASS_TO_PASS"),
-                   difficulty=int(data.get("difficulty", 1)))
+                   difficulty=int(data.get("difficulty", 1)), image=str(data.get("image") or ""))
 
     def to_dict(self) -> dict[str, Any]:
-        """SWE-bench's record form: test lists as JSON strings, plus ``difficulty``."""
-        record = asdict(self)
+        """SWE-bench's record form: test lists as JSON strings, plus ``difficulty`` (and ``image`` when set)."""
+        record = _without_empty_image(asdict(self))
         record["FAIL_TO_PASS"] = json.dumps(list(self.FAIL_TO_PASS))
         record["PASS_TO_PASS"] = json.dumps(list(self.PASS_TO_PASS))
         return record
@@ -105,10 +106,19 @@ class SWEInstance:
         """
         if repo_source.get("kind") not in REPO_SOURCE_KINDS:
             raise TaskError(f"expected repo_source with a kind in {REPO_SOURCE_KINDS}, got {dict(repo_source)}")
-        metadata = {**asdict(self), "FAIL_TO_PASS": list(self.FAIL_TO_PASS), "PASS_TO_PASS": list(self.PASS_TO_PASS),
+        metadata = {**_without_empty_image(asdict(self)), "FAIL_TO_PASS": list(self.FAIL_TO_PASS),
+                    "PASS_TO_PASS": list(self.PASS_TO_PASS),
                     "repo_source": dict(repo_source)}
         return Task(id=self.instance_id, env=ENV, family=family, prompt=self.problem_statement, answer=self.patch,
                     difficulty=self.difficulty, metadata=metadata)
+
+
+def _without_empty_image(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` without its ``image`` key when empty (records and tasks of instances with no image are as before
+    the field existed)."""
+    if not record.get("image"):
+        record.pop("image", None)
+    return record
 
 
 def as_test_ids(value: Any, field: str) -> tuple[str, ...]:
@@ -260,8 +270,12 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
     A task whose repository is a folder gets ``metadata["environment"]``: the environment its tests run in,
     derived from the repository's metadata and corrected by ``overrides``
     (:mod:`tasks.swe.environments`); the env installs it (``python -m agentgym_envs.swe env build`` builds it
-    ahead). Each task gets ``metadata["validation"]`` from the validation report (``python -m agentgym_envs.swe
-    validate``) when it holds a verdict for this very instance and environment (:func:`validation_key`).
+    ahead). An instance with an image (its own ``image`` field, or ``image=``) runs in that image instead, with
+    its interpreter (:data:`~tasks.swe.environments.IMAGE_PYTHON` unless an override sets ``python``): the image
+    must be in the local Docker daemon (``docker load -i FILE.tar``), which the env checks; without ``repository``
+    the tree is the image's ``/testbed``. Each task gets ``metadata["validation"]`` from the validation report
+    (``python -m agentgym_envs.swe validate``) when it holds a verdict for this very instance and environment
+    (:func:`validation_key`).
 
     Args:
         path: A SWE-bench instance file (JSON list or JSONL, SWE-bench's field names).
@@ -269,8 +283,8 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
             mapping of ``repo`` (e.g. ``"astropy/astropy"``) to folder. A git repository (a folder with
             ``.git``) gives each instance its own ``base_commit`` (:func:`checkout`), so one clone serves every
             instance of a repository.
-        image: A container image name, formatted with the instance's fields, e.g.
-            ``"sweb.eval.x86_64.{instance_id}:latest"``; used when ``repository`` is not given.
+        image: A Docker image name, formatted with the instance's fields, e.g.
+            ``"sweb.eval.x86_64.{instance_id}:latest"``, for the instances without an ``image`` field.
         overrides: A YAML or JSON file of environment overrides (:class:`~tasks.swe.environments.Overrides`).
         validation: The validation report; by default :func:`validation_report_path` of ``path`` when it exists.
 
@@ -278,22 +292,22 @@ def load_swebench(path: str | os.PathLike[str], *, repository: str | os.PathLike
         Tasks of family ``"swebench"``, in file order.
 
     Raises:
-        TaskError: Neither ``repository`` nor ``image``, a repo the mapping lacks, a folder that does not
+        TaskError: An instance with neither a repository nor an image, a repo the mapping lacks, a folder that does not
             exist, a record that is not an instance, or an instance with no FAIL_TO_PASS test
             (:func:`without_fail_to_pass` says why that is refused).
     """
-    if repository is None and image is None:
-        raise TaskError("expected where the repositories are: repository= (a folder, or repo -> folder) or image= "
-                        "(an image name such as 'sweb.eval.x86_64.{instance_id}:latest'), got neither")
     fixes = Overrides.read(overrides)
     verdicts = read_validation(validation if validation is not None else validation_report_path(path))
     tasks = []
     for instance in read_instances(path):
-        task = instance.to_task(_repo_source(instance, repository, image), family="swebench")
+        image_name = instance.image or (image.format(**instance.to_dict()) if image else "")
+        task = instance.to_task(_repo_source(instance, repository, image_name), family="swebench")
         source = task.metadata["repo_source"]
-        if source["kind"] == "path":
-            derived = derive_environment(instance.repo, instance.version, metadata_files(source["path"]))
-            task.metadata["environment"] = fixes.apply(derived, instance.instance_id).to_dict()
+        files = metadata_files(source["path"]) if source["kind"] == "path" else {}
+        derived = derive_environment(instance.repo, instance.version, files)
+        if image_name:  # the image's own environment: nothing to install
+            derived = replace(derived, requirements=(), image=image_name)
+        task.metadata["environment"] = fixes.apply(derived, instance.instance_id).to_dict()
         tasks.append(_with_validation(task, verdicts))
     refuse_without_fail_to_pass(tasks, str(path))
     return tasks
@@ -407,10 +421,13 @@ def validation_key(task: Task) -> str:
 
 
 def _repo_source(instance: SWEInstance, repository: str | os.PathLike[str] | Mapping[str, str] | None,
-                 image: str | None) -> dict[str, str]:
+                 image: str) -> dict[str, str]:
     if repository is None:
-        assert image is not None
-        return {"kind": "image", "image": image.format(**instance.to_dict())}
+        if not image:
+            raise TaskError(f"expected where the repository of {instance.instance_id} is: repository= (a folder, or "
+                            "repo -> folder), an image= (a name such as 'sweb.eval.x86_64.{instance_id}:latest') or "
+                            "an 'image' field of the instance, got none")
+        return {"kind": "image", "image": image}
     if isinstance(repository, Mapping):
         if instance.repo not in repository:
             raise TaskError(f"expected a folder for repo {instance.repo!r} ({instance.instance_id}), got folders for "

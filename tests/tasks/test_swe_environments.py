@@ -85,7 +85,11 @@ def test_overrides_replace_add_and_set_limits_per_instance(tmp_path):
     ("repositories:\n  me/lib:\n    '*': {requirements: x}\n", "requirements: expected a list of strings"),
     ("repositories:\n  me/lib:\n    '*': {package_roots: [../up]}\n", "expected folders inside the repository"),
     ("repositories:\n  me/lib:\n    '*': {test_runner: nose}\n",
-     "test_runner: expected one of \\['pytest', 'unittest'\\]"),
+     "test_runner: expected one of \\['pytest', 'unittest', 'django', 'sympy'\\]"),
+    ("repositories:\n  me/lib:\n    '*': {python: bin/python}\n", "python: expected an absolute path"),
+    ("repositories:\n  me/lib:\n    '*': {image: 'sweb:1', requirements: [x]}\n", "an environment with an image "
+     "\\(sweb:1\\) installs nothing"),
+    ("repositories:\n  me/lib:\n    '*': {pre_install: 'echo hi'}\n", "pre_install: expected a list of strings"),
 ])
 def test_a_bad_override_file_says_what_is_wrong(tmp_path, text, message):
     path = tmp_path / "overrides.yaml"

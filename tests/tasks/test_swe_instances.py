@@ -152,7 +152,7 @@ def test_load_swebench_from_a_local_repository(tmp_path, as_list: bool) -> None:
 
 def test_load_swebench_errors(tmp_path) -> None:
     path, _ = swebench_file(tmp_path, tmp_path / "calc", as_list=False)
-    with pytest.raises(TaskError, match="got neither"):
+    with pytest.raises(TaskError, match=r"expected where the repository of .* is: .* got none"):
         load_swebench(path)
     with pytest.raises(TaskError, match="expected a folder for repo 'local/calc'"):
         load_swebench(path, repository={"other/repo": str(tmp_path)})
