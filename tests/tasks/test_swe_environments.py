@@ -112,3 +112,13 @@ def test_metadata_files_are_what_derivation_reads_and_derive_alike(tmp_path):
     read = metadata_files(tmp_path)
     assert sorted(read) == ["pyproject.toml", "requirements-test.txt", "src/demo/__init__.py"]
     assert derive_environment("me/lib", "1", read) == derive_environment("me/lib", "1", files)
+
+
+def test_pre_install_comes_from_an_override_and_is_part_of_the_build_key(tmp_path):
+    path = tmp_path / "overrides.yaml"
+    path.write_text("repositories:\n  me/lib:\n    '*': {pre_install: ['echo configured > settings.txt']}\n")
+    derived = derive_environment("me/lib", "1.2", {})
+    fixed = Overrides.read(path).apply(derived)
+    assert fixed.pre_install == ("echo configured > settings.txt",)
+    assert fixed.build_key != derived.build_key  # another tree: built apart
+    assert RepoEnvironment.from_dict(fixed.to_dict()) == fixed
