@@ -42,6 +42,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.webshop.errors import ShopUnavailableError
+from tasks.progress import write_stderr
 from tasks.webshop.records import Product, Purchase
 
 READY_PREFIX = "listening on "
@@ -206,12 +207,19 @@ class ShopServer(ShopService):
         self._readers = [
             threading.Thread(target=_drain, args=(process.stdout, lines.put, lambda: lines.put(None)),
                              name="shop-stdout", daemon=True),
-            threading.Thread(target=_drain, args=(process.stderr, self._stderr.append), name="shop-stderr",
+            threading.Thread(target=_drain, args=(process.stderr, self._on_stderr), name="shop-stderr",
                              daemon=True),
         ]
         for reader in self._readers:
             reader.start()
         return process, lines
+
+    def _on_stderr(self, line: str) -> None:
+        """Keep the line; until the server listens, also pass it on to this process's stderr (the progress lines
+        of a first-time store build, which may take minutes at WebShop's scale)."""
+        self._stderr.append(line)
+        if self._url is None:
+            write_stderr(line.rstrip("\n"))
 
     def _wait_until_listening(self, process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> str:
         deadline = time.monotonic() + self.startup_timeout_s

@@ -44,6 +44,7 @@ import numpy as np
 
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.search.retriever import Tokenizer, bm25_scores, default_index_root, file_lock, top_k
+from tasks.progress import reported
 from tasks.records import Document
 from tasks.webshop.records import Product
 
@@ -201,7 +202,9 @@ class ShopStore:
         if not _ready(folder, key):
             with file_lock(folder.with_name(folder.name + ".lock")):
                 if not _ready(folder, key):
-                    _build(source, folder, key, tokenizer)
+                    with reported(f"building the shop's product store and BM25 index in {folder} (once; later "
+                                  "runs open it)"):
+                        _build(source, folder, key, tokenizer)
         return cls(folder, tokenizer)
 
     def __len__(self) -> int:

@@ -101,3 +101,24 @@ def test_listings_are_what_a_results_page_shows_in_the_order_asked(store):
         (p.asin, p.title, p.price, p.price_range) for p in (CATALOGUE[-1], CATALOGUE[2])]
     assert store.listings([CATALOGUE[-1].asin])[0].price_range == (4.0, 6.5)
     assert store.listings([]) == []
+
+
+def test_a_build_says_so_on_stderr_and_an_open_is_silent(tmp_path, capsys):
+    ShopStore.open(CATALOGUE[:20], index_dir=tmp_path / "shop").close()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == (f"building the shop's product store and BM25 index in {tmp_path / 'shop'} (once; later runs "
+                        "open it) ...")
+    assert " done in " in lines[-1]
+    ShopStore.open(CATALOGUE[:20], index_dir=tmp_path / "shop").close()
+    assert capsys.readouterr().err == ""
+
+
+def test_a_server_process_building_its_store_passes_the_progress_lines_on(tmp_path, capfd):
+    """The env's own shop server builds in a child process: its progress lines reach this process's stderr."""
+    from agentgym_envs.webshop import ShopServer
+
+    catalogue = write_jsonl(tmp_path / "products.jsonl", CATALOGUE[:20])
+    with ShopServer(str(catalogue), index_dir=tmp_path / "shop"):
+        pass
+    err = capfd.readouterr().err
+    assert f"building the shop's product store and BM25 index in {tmp_path / 'shop'}" in err and " done in " in err
