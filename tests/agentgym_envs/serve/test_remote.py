@@ -196,12 +196,15 @@ def test_evaluate_refuses_a_remote_suite_the_server_does_not_serve(search_server
         evaluate.main(["--model", "random", "--remote", search_server.url, *args])
 
 
-def test_infrastructure_faults_on_the_server_and_of_the_server_are_counted_as_in_process(tmp_path):
+def test_infrastructure_faults_on_the_server_and_of_the_server_are_counted_as_in_process(tmp_path, monkeypatch):
     """A served Search-v0 whose retriever does not answer: every episode an infrastructure fault, counted by
-    evaluate's own summary exactly as in process; then the server itself stops: the client env says so as an
-    infrastructure fault (the episode runner's), not a crash."""
+    evaluate's own summary exactly as in process, and unscored over ORS; a session idle past ``--idle-timeout``
+    and a server that stops are infrastructure faults of the client env (the episode runner counts them), not
+    crashes."""
+    import openreward
+
     dead = f"http://127.0.0.1:{free_port()}"
-    served = Served(SEARCH, "--env-kwargs", json.dumps({"split": "test", "retriever": dead}))
+    served = Served(SEARCH, "--env-kwargs", json.dumps({"split": "test", "retriever": dead}), "--idle-timeout", "4")
     tasks = load_split("Search", "test")[:3]
     requests = evaluate.group_requests([(SEARCH, task) for task in tasks], 2, 0)
     try:
@@ -218,8 +221,20 @@ def test_infrastructure_faults_on_the_server_and_of_the_server_are_counted_as_in
         assert dead.removeprefix("http://") in remote.first_infra_error
         status, report, _ = evaluate_report(tmp_path, "--model", "random", "--limit", "2", "--remote", served.url)
         assert status == 1 and report["results"][0]["infra_errors"] == 2  # nothing scored: the run says so
+
+        monkeypatch.setenv("OPENREWARD_SESSION_URL", served.url)
+        monkeypatch.setenv("OPENREWARD_API_URL", served.url)
+        environment = openreward.OpenReward(base_url=served.url).environments.get("env")
+        with environment.session(split="test", index=0) as session:
+            output = session.call_tool("search", {"query": "Maemton"})
+        assert output.reward is None and output.finished and output.metadata["info"]["infra_error"]
+
         env = gym.make(REMOTE_ID, url=served.url)
         env.reset(seed=0, options={"task": tasks[0]})
+        time.sleep(11)  # idle past --idle-timeout 4 (openenv-core's reaper looks every 5 s)
+        with pytest.raises(InfrastructureError, match="closed this session"):
+            env.step("<answer>x</answer>")
+        assert env.reset(seed=0, options={"task": tasks[0]})[1]["task_id"] == tasks[0].id  # a new session
         served.stop()
         with pytest.raises(InfrastructureError, match="did not answer"):
             env.step("<answer>x</answer>")
