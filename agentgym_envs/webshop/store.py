@@ -48,7 +48,7 @@ from tasks.progress import reported
 from tasks.records import Document
 from tasks.webshop.records import Product
 
-STORE_FORMAT = 1
+STORE_FORMAT = 2
 """Version of the folder's layout; part of its key."""
 
 META_NAME = "agentrl-shop.json"
