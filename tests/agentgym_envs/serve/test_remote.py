@@ -242,3 +242,19 @@ def test_infrastructure_faults_on_the_server_and_of_the_server_are_counted_as_in
     finally:
         if served.process.poll() is None:
             served.stop()
+
+
+def test_grpo_reads_the_served_envs_tasks_and_card(search_server, tmp_path):
+    """What ``python -m trainers.grpo --envs agentrl/Remote-v0 --env_kwargs '{"agentrl/Remote-v0": {"url": ...}}'``
+    reads before its rollouts: the served env's tasks and its card (reward components, required tools)."""
+    from trainers.grpo import AgentGRPOConfig, default_env_factory, env_cards, reward_component_names, tasks_from_envs
+
+    config = AgentGRPOConfig(output_dir=str(tmp_path), envs=[REMOTE_ID], max_steps=1, use_cpu=True, report_to=[],
+                             env_kwargs={REMOTE_ID: {"url": search_server.url}})
+    local = gym.make(SEARCH, split="test")
+    try:
+        assert [task.id for task in tasks_from_envs(config)[REMOTE_ID]] == [task.id for task in local.unwrapped.tasks]
+        cards = env_cards(config.envs, default_env_factory(config))
+        assert cards[REMOTE_ID] == describe(local) and reward_component_names(cards)[0] == "outcome"
+    finally:
+        local.close()
