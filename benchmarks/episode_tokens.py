@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -43,6 +44,7 @@ class EpisodeTokens:
         action_max: The longest action, in tokens: what ``max_tokens_per_turn`` must allow.
         observation_max: The longest wrapped observation, in tokens.
         context_p50, context_max: Prompt plus completion: what ``max_context_tokens`` must allow.
+        context_p90: Its 90th percentile (nearest rank).
     """
 
     env_id: str
@@ -56,11 +58,13 @@ class EpisodeTokens:
     action_max: int
     observation_max: int
     context_p50: float
+    context_p90: int
     context_max: int
 
 
 def measure(env_id: str, *, policy: str = "oracle", split: str = "train", tasks: int = 20,
-            prompt_style: str = "full", sandbox: str | None = None, tokenizer=None) -> EpisodeTokens:
+            prompt_style: str = "full", families: Sequence[str] | None = None, sandbox: str | None = None,
+            tokenizer=None) -> EpisodeTokens:
     """Play ``policy`` on the first ``tasks`` tasks of ``split`` and count the tokens of each episode.
 
     Args:
@@ -69,6 +73,7 @@ def measure(env_id: str, *, policy: str = "oracle", split: str = "train", tasks:
         split: The bundled split.
         tasks: How many of its tasks (the first ones).
         prompt_style: ``"full"`` (instructions and tool list in the prompt) or ``"task"`` (the task alone).
+        families: Only tasks of these families (None: all of the env's).
         sandbox: The sandbox backend of an env that runs agent code (None: the env's default).
         tokenizer: A ``transformers`` tokenizer with a chat template (None: the tiny model's).
     """
@@ -80,7 +85,9 @@ def measure(env_id: str, *, policy: str = "oracle", split: str = "train", tasks:
         from trainers.tiny_model import load_or_build_tiny_model
 
         tokenizer = load_or_build_tiny_model()[1]
-    kwargs = {"split": split, "prompt_style": prompt_style}
+    kwargs: dict = {"split": split, "prompt_style": prompt_style}
+    if families is not None:
+        kwargs["families"] = list(families)
     if sandbox is not None and runs_agent_code(env_id):
         kwargs.update(sandbox_kwargs(env_id, sandbox))
     env = make(env_id, **kwargs)
@@ -118,7 +125,14 @@ def summarize(env_id: str, policy: str, episodes: Sequence[Episode]) -> EpisodeT
                          turns_p50=statistics.median(turns), turns_max=max(turns),
                          prompt_p50=statistics.median(prompts), prompt_max=max(prompts),
                          action_max=max(actions, default=0), observation_max=max(observations, default=0),
-                         context_p50=statistics.median(contexts), context_max=max(contexts))
+                         context_p50=statistics.median(contexts), context_p90=_nearest_rank(contexts, 0.9),
+                         context_max=max(contexts))
+
+
+def _nearest_rank(values: Sequence[int], share: float) -> int:
+    """The nearest-rank percentile: the smallest value with at least ``share`` of the values at or below it."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
 def _runs(mask: Sequence[int], value: int) -> list[int]:
@@ -137,12 +151,13 @@ def table(rows: Sequence[EpisodeTokens]) -> Table:
     """The measurements as a table."""
     out = Table(title="Episode lengths in tokens (p50 / max)")
     for column in ("env", "policy", "episodes", "solved", "turns", "prompt", "longest action",
-                   "longest observation", "episode (prompt + completion)"):
+                   "longest observation", "episode (prompt + completion), p50 / p90 / max"):
         out.add_column(column)
     for row in rows:
         out.add_row(row.env_id, row.policy, str(row.episodes), f"{row.solved:.0%}",
                     f"{row.turns_p50:g} / {row.turns_max}", f"{row.prompt_p50:g} / {row.prompt_max}",
-                    str(row.action_max), str(row.observation_max), f"{row.context_p50:g} / {row.context_max}")
+                    str(row.action_max), str(row.observation_max),
+                    f"{row.context_p50:g} / {row.context_p90} / {row.context_max}")
     return out
 
 
@@ -154,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", default="train", help="bundled split (default: train)")
     parser.add_argument("--tasks", type=int, default=20, help="tasks per env, the split's first (default: 20)")
     parser.add_argument("--prompt-style", choices=("full", "task"), default="full")
+    parser.add_argument("--families", help="comma-separated task families (default: all of each env's)")
     parser.add_argument("--sandbox", choices=("docker", "bwrap", "local"), default=None,
                         help="sandbox backend of the envs that run agent code (default: each env's)")
     parser.add_argument("--json", metavar="PATH", help="also write the measurements to PATH")
@@ -163,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for env_id in args.envs:
         try:
             rows.append(measure(env_id, policy=args.policy, split=args.split, tasks=args.tasks,
-                                prompt_style=args.prompt_style, sandbox=args.sandbox))
+                                prompt_style=args.prompt_style, sandbox=args.sandbox,
+                                families=args.families.split(",") if args.families else None))
         except ValueError as exc:  # every episode of the env hit an infrastructure fault: the others still count
             failed.append(str(exc))
     console.print(table(rows))

@@ -16,7 +16,7 @@ multi-environment runs, and zero-variance group filtering (such groups are dropp
 On a CPU the loss runs the output head at the agent's tokens only (:meth:`AgentGRPOTrainer._compute_loss`).
 
 Example:
-    python -m trainers.grpo --config trainers/configs/grpo_tiny_cpu.yaml --max_steps 20
+    python -m trainers.grpo --config trainers/configs/grpo_search_cpu.yaml --max_steps 20
 """
 
 from __future__ import annotations

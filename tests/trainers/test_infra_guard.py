@@ -92,7 +92,7 @@ def test_configs_check_the_infra_settings(tmp_path):
 def test_grpo_with_the_docker_daemon_down_exits_non_zero_naming_it_and_saves_no_model(tmp_path):
     output = tmp_path / "run"
     env_kwargs = f'{{"{SANDBOXED_ENV}": {{"sandbox": "docker"}}}}'
-    command = [sys.executable, "-m", "trainers.grpo", "--config", "trainers/configs/grpo_tiny_cpu.yaml",
+    command = [sys.executable, "-m", "trainers.grpo", "--config", "trainers/configs/grpo_search_cpu.yaml",
                "--envs", SANDBOXED_ENV, "--env_kwargs", env_kwargs, "--max_steps", "5",
                "--per_device_train_batch_size", "4", "--num_generations", "2", "--max_tokens_per_turn", "8",
                "--output_dir", str(output), "--report_to", "none", "--disable_tqdm", "true"]

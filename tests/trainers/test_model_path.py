@@ -11,7 +11,7 @@ from trainers.grpo import main as grpo_main
 from trainers.model_path import ModelNotFoundError, check_model_path
 from trainers.ppo import load_policy
 
-GRPO_RECIPE = Path(__file__).parents[2] / "trainers" / "configs" / "grpo_tiny_cpu.yaml"
+GRPO_RECIPE = Path(__file__).parents[2] / "trainers" / "configs" / "grpo_search_cpu.yaml"
 
 
 @pytest.mark.parametrize("missing", [
