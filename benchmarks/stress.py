@@ -64,6 +64,11 @@ Example:
         --faults service-stall,service-restart
     python -m benchmarks.stress --env agentrl/DataAnalysis-v0 --concurrency 1,16,64 --duration 30
     python -m benchmarks.stress --env agentrl/SWE-v0 --concurrency 16 --duration 30
+    python -m benchmarks.stress --env agentrl/SWE-v0 --split all --concurrency 16 --duration 60  # 4 repositories,
+        # each task in its repository's own environment (SWE-v0's profile; the first episodes build them)
+
+Each level ends with its target line: N concurrent episodes, 0 infrastructure errors outside injected faults,
+nothing leaked, MET or MISSED with the numbers.
 """
 
 from __future__ import annotations
@@ -1031,6 +1036,18 @@ def fault_table(report: Report) -> Table:
     return table
 
 
+def target_line(level: LevelReport) -> str:
+    """The concurrency target of a level in one line, with its numbers: every episode of N concurrent ones free of
+    infrastructure errors (outside injected faults) and nothing left behind."""
+    met = level.unexplained_infra_errors == 0 and not level.leaks.any and not level.setup_errors
+    leaked = (f"{len(level.leaks.containers)} containers, {len(level.leaks.processes)} processes, "
+              f"{max(level.leaks.fds, 0)} descriptors, {level.leaks.sessions} sessions" if level.leaks.any
+              else "nothing")
+    return (f"target: {level.concurrency} concurrent episodes with 0 infra errors and nothing leaked: "
+            f"{'MET' if met else 'MISSED'} ({level.episodes} episodes, {level.unexplained_infra_errors} infra errors "
+            f"outside injected faults, {len(level.setup_errors)} setup errors, {leaked} leaked)")
+
+
 def render(report: Report, console: Console) -> None:
     """Print the level table, the fault table and any problem in words."""
     console.print(level_table(report))
@@ -1047,6 +1064,7 @@ def render(report: Report, console: Console) -> None:
         console.print(f"N={level.concurrency}: setup {level.setup_s:.1f} s, window {level.window_s:g} s, "
                       f"drain {level.drain_s:.1f} s, teardown {level.teardown_s:.1f} s, "
                       f"{level.tool_calls} tool calls, RSS {level.leaks.rss_mb:+.0f} MB")
+        console.print(target_line(level))
     verdict = "CLEAN" if report.clean else "NOT CLEAN"
     console.print(f"{verdict}: zero infra errors and unsolved episodes outside injected faults, nothing leaked, "
                   "every fault reported as expected and recovered from")

@@ -25,12 +25,29 @@ def random(seed: int):
     return SWERandomPolicy(seed=seed)
 
 
+ALL_SPLITS = "all"
+"""The stress split that means every bundled split, each task in its repository's own environment."""
+
+
 def stress_kwargs(settings: StressSettings) -> dict[str, Any]:
     """SWE-v0's own limits (disk, pids, output room) with the run's time and memory, and a ``bash`` time limit of
-    the run's ``timeout_s`` (so that the ``timeout`` fault's runaway command ends as soon)."""
+    the run's ``timeout_s`` (so that the ``timeout`` fault's runaway command ends as soon).
+
+    The split :data:`ALL_SPLITS` (``--split all``) gives the tasks of every bundled split (four repositories), each
+    in its repository's own environment (:func:`~tasks.swe.instances.with_pin_environment`: built on first use, an
+    image on docker, a bound tree on bwrap): the issue's "16 concurrent episodes over 4 repository environments".
+    """
     limits = dataclasses.replace(SWE_SANDBOX_LIMITS, timeout_s=settings.limits.timeout_s,
                                  memory_mb=settings.limits.memory_mb)
-    return {"split": settings.split, "sandbox": settings.backend, "sandbox_limits": limits,
+    source: dict[str, Any] = {"split": settings.split}
+    if settings.split == ALL_SPLITS:
+        from tasks import load_split
+        from tasks.splits import available_splits
+        from tasks.swe.instances import with_pin_environment
+
+        source = {"tasks": [with_pin_environment(task) for split in available_splits()["SWE"]
+                            for task in load_split("SWE", split)]}
+    return {**source, "sandbox": settings.backend, "sandbox_limits": limits,
             "bash_timeout_s": settings.limits.timeout_s}
 
 

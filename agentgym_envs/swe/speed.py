@@ -23,9 +23,27 @@ are timed around ``env.reset`` and ``env.step``. ``x warm`` is a naive row's p50
 timed row follows untimed warm-up calls: one reset per timed task (the sandbox started, the tree cache warm, as in
 training where tasks recur) and one graded episode.
 
-Targets (issue "SWE-v0"): reset p50 under 1 s on a warm pool. The other target, 16 concurrent SWE episodes on this
-machine with no infrastructure error and nothing leaked, is measured by
-``python -m benchmarks.stress --env agentrl/SWE-v0 --concurrency 16``.
+Then, unless ``--no-targets``, the issue's four targets for per-repository environments
+(:mod:`agentgym_envs.swe.environment`), each printed with its number and MET or MISSED:
+
+    ======================  ===================================================================================
+    target                  how it is measured
+    ======================  ===================================================================================
+    reset p50 < 1 s         ``env.reset`` over the tasks of one repository of ``--split`` in its own environment
+                            (:func:`~tasks.swe.instances.with_pin_environment`: its image on docker, its tree on
+                            bwrap), on a warm env (one sandbox, reused from episode to episode)
+    grading <= 1.5x bare    the ``submit`` step after the reference fix (p50) over a bare pytest run of the same
+                            test files in the same sandbox and environment (``bash``: :func:`pytest_argv`)
+    build < 60 s, cached    an environment of :data:`BUILD_REQUIREMENTS` (5 distributions) built from nothing (an
+                            empty cache, pip's own included, so the wheels come from PyPI), then asked again: no
+                            rebuild (pip not run, the same image or tree)
+    16 episodes, 4 envs     16 threads, each an env on one of the four bundled repositories in its own
+                            environment, play the reference fix and submit: every task resolved, 0 infrastructure
+                            errors, no container or process left once closed
+    ======================  ===================================================================================
+
+``python -m benchmarks.stress --env agentrl/SWE-v0 --split all --concurrency 16`` measures the last one under
+load (for a time window, with faults if asked).
 
 Example:
     python -m benchmarks.speed swe                       # both backends, ~1-2 minutes
@@ -35,13 +53,16 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -65,6 +86,17 @@ from tasks.swe.patches import apply_patch, parse_patch
 ENV_ID = "agentrl/SWE-v0"
 TARGET_RESET_P50_S = 1.0
 """Target: the median ``env.reset`` on a warm env, in seconds."""
+TARGET_GRADING_OVERHEAD = 1.5
+"""Target: the grading step's p50 over a bare pytest run's p50 of the same tests in the same environment."""
+TARGET_BUILD_S = 60.0
+"""Target: an environment of :data:`BUILD_REQUIREMENTS` built from nothing, in seconds."""
+TARGET_CONCURRENCY = 16
+"""Target: concurrent episodes over :data:`TARGET_ENVIRONMENTS` repository environments, 0 infra errors."""
+TARGET_ENVIRONMENTS = 4
+BUILD_REQUIREMENTS = ("freezegun==1.5.1", "python-dateutil==2.9.0.post0", "six==1.16.0", "idna==3.7",
+                      "packaging==24.1")
+"""The environment the build target builds: five distributions (freezegun needs python-dateutil, which needs
+six)."""
 
 MAX_EPISODE_STEPS = 100_000
 """The turn limit of the benchmark's env: the tool-call rows are turns of a single episode."""
@@ -117,6 +149,27 @@ class Row:
     infra_errors: int = 0
 
 
+@dataclass(frozen=True)
+class TargetResult:
+    """One of the issue's targets on one backend.
+
+    Attributes:
+        target: The target, in words.
+        backend: ``docker`` or ``bwrap``.
+        measured: What was measured, with its numbers.
+        met: Whether the target was met.
+    """
+
+    target: str
+    backend: str
+    measured: str
+    met: bool
+
+    def line(self) -> str:
+        """``backend: target: MET|MISSED (measured)``."""
+        return f"{self.backend}: {self.target}: {'MET' if self.met else 'MISSED'} ({self.measured})"
+
+
 @dataclass
 class BackendReport:
     """Everything measured on one backend.
@@ -125,11 +178,13 @@ class BackendReport:
         backend: ``docker`` or ``bwrap``.
         rows: The measured rows, in display order.
         target_met: True when the reset p50 is under :data:`TARGET_RESET_P50_S`.
+        targets: The per-repository environment targets (none with ``--no-targets``).
     """
 
     backend: str
     rows: list[Row] = field(default_factory=list)
     target_met: bool = False
+    targets: list[TargetResult] = field(default_factory=list)
 
     def row(self, what: str, via: str) -> Row:
         """The row of ``what`` measured ``via``.
@@ -306,6 +361,178 @@ def cycled(call: Callable[[int], Sample], count: int) -> Callable[[], Sample]:
     return next_call
 
 
+# ----------------------------------------------------------------------------- per-repository environments
+
+
+def bare_pytest(env: gym.Env, task: Task) -> Sample:
+    """Reset on ``task``, apply the reference fix, and time a bare pytest run of the test files that hold its tests
+    (:func:`pytest_argv`: no configuration and no plugin autoload, as the task is graded), through ``bash`` in the
+    same sandbox and environment (ok: the tests passed)."""
+    env.reset(options={"task": task})
+    for action in fix_actions(task.answer):
+        env.step(action)
+    _, _, _, _, info = env.step(tool_call_action("bash", command="PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
+                                                                 + shlex.join(pytest_argv("python", task))))
+    (record,) = info["tool_calls"]
+    return Sample(record["latency_s"] * 1000.0, ok=record["ok"], infra_error=record["infra_error"])
+
+
+def one_repository(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks of the first task's repository, each in its repository's own environment (one environment, so
+    that resets reuse one warm sandbox)."""
+    from tasks.swe.instances import with_pin_environment
+
+    repo = tasks[0].metadata.get("repo")
+    return [with_pin_environment(task) for task in tasks if task.metadata.get("repo") == repo]
+
+
+def environment_rows(backend: str, tasks: Sequence[Task], settings: Mapping[str, Any]) -> tuple[list[Row],
+                                                                                                list[TargetResult]]:
+    """Reset, grading and bare pytest rows of one repository in its own environment, and the reset and grading
+    overhead targets."""
+    chosen = one_repository(tasks)
+    env = make(ENV_ID, sandbox=backend, tasks=chosen, max_episode_steps=MAX_EPISODE_STEPS)
+    try:
+        for task in chosen:
+            env.reset(options={"task": task})  # untimed: the environment built, the sandbox started, trees cached
+        via = f"own env ({chosen[0].metadata['repo']})"
+        reset = dataclasses.replace(measure_resets(env, backend, chosen, settings["episodes"]), via=via)
+        grading = dataclasses.replace(measure_grading(env, backend, chosen, settings["gradings"]), via=via)
+        bare_samples = time_calls(cycled(lambda index: bare_pytest(env, chosen[index]), len(chosen)),
+                                  settings["gradings"], warmup=1)
+        bare = summarize(backend, "bare pytest", via, "bash: python -m pytest on the fixed tree", bare_samples)
+    finally:
+        env.close()
+    overhead = grading.p50_ms / bare.p50_ms
+    targets = [
+        TargetResult(f"reset p50 under {TARGET_RESET_P50_S:g} s with a per-repository environment", backend,
+                     f"p50 {reset.p50_ms / 1000.0:.3f} s, p99 {reset.p99_ms / 1000.0:.3f} s over {reset.calls} resets",
+                     reset.p50_ms < TARGET_RESET_P50_S * 1000.0 and reset.failed == 0),
+        TargetResult(f"grading at most {TARGET_GRADING_OVERHEAD:g}x a bare pytest run", backend,
+                     f"{overhead:.2f}x: grading p50 {grading.p50_ms / 1000.0:.3f} s, bare pytest p50 "
+                     f"{bare.p50_ms / 1000.0:.3f} s", overhead <= TARGET_GRADING_OVERHEAD
+                     and grading.failed + bare.failed == 0)]
+    return [reset, grading, bare], targets
+
+
+def build_target(backend: str) -> TargetResult:
+    """Build an environment of :data:`BUILD_REQUIREMENTS` from nothing for ``backend`` (an empty cache for the
+    trees and for pip, a version no earlier build has), then ask for it again; the docker image is removed after."""
+    from agentgym_envs.swe.environment import environment_image, host_environment_tree
+    from tasks.swe.environments import RepoEnvironment
+
+    environment = RepoEnvironment("agentrl/speed-build", "1.0", BUILD_REQUIREMENTS, dist_name="speed-build",
+                                  dist_version=f"1.0.dev{time.time_ns()}")
+    pip_runs: list[str] = []
+
+    def log(line: str) -> None:
+        if "pip install" in line:
+            pip_runs.append(line)
+
+    def build() -> str:
+        if backend == "docker":
+            return environment_image(environment, log=log)
+        return str(host_environment_tree(environment, log=log))
+
+    saved = os.environ.get("XDG_CACHE_HOME")
+    with tempfile.TemporaryDirectory(prefix="agentrl-speed-build-") as cache:
+        os.environ["XDG_CACHE_HOME"] = cache
+        try:
+            started = time.perf_counter()
+            built = build()
+            first = time.perf_counter() - started
+            started = time.perf_counter()
+            again = build()
+            cached = time.perf_counter() - started
+        except ImageBuildError as exc:
+            return TargetResult(f"environment build under {TARGET_BUILD_S:g} s, none when cached", backend,
+                                f"the build failed: {str(exc)[:300]}", False)
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_CACHE_HOME", None)
+            else:
+                os.environ["XDG_CACHE_HOME"] = saved
+            _remove_image(backend, environment)
+    rebuilt = again != built or len(pip_runs) != 1
+    return TargetResult(f"environment build under {TARGET_BUILD_S:g} s, none when cached", backend,
+                        f"{len(BUILD_REQUIREMENTS)} requirements built in {first:.1f} s from nothing, "
+                        f"{cached:.2f} s when cached ({'rebuilt' if rebuilt else 'not rebuilt'})",
+                        first < TARGET_BUILD_S and not rebuilt)
+
+
+def _remove_image(backend: str, environment: Any) -> None:
+    """Remove the build target's image (docker), so that runs do not pile images up."""
+    if backend != "docker":
+        return
+    from agentgym_envs.swe.environment import environment_image_tag
+
+    subprocess.run(["docker", "rmi", "-f", environment_image_tag(environment)], capture_output=True, timeout=120,
+                   check=False)
+
+
+def concurrent_episode(backend: str, task: Task) -> tuple[bool, bool, str]:
+    """One env on ``task`` that plays the reference fix and submits: (resolved, infra error, what went wrong)."""
+    env = make(ENV_ID, sandbox=backend, tasks=[task], max_episode_steps=MAX_EPISODE_STEPS)
+    try:
+        env.reset(options={"task": task})
+        infra = False
+        for action in [*fix_actions(task.answer), tool_call_action("submit")]:
+            _, reward, terminated, _, info = env.step(action)
+            infra |= bool(info.get("infra_error"))
+        return bool(terminated and reward >= 1.0), infra, "" if reward >= 1.0 else str(info.get("grading"))[:200]
+    except Exception as exc:  # an env that failed to start or play is counted, named, and the others go on
+        return False, True, f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        env.close()
+
+
+def leftovers(backend: str) -> list[str]:
+    """What this process left running: its labelled containers (docker), its child processes (bwrap)."""
+    if backend == "docker":
+        import docker
+
+        from agentgym_envs.sandbox.docker import OWNER_LABEL
+        from agentgym_envs.sandbox.labels import SANDBOX_LABEL
+
+        containers = docker.from_env().containers.list(
+            all=True, filters={"label": [SANDBOX_LABEL, f"{OWNER_LABEL}={os.getpid()}"]})
+        return [f"container {container.short_id}" for container in containers]
+    import psutil
+
+    return [f"process {child.pid} {child.name()}" for child in psutil.Process().children(recursive=True)]
+
+
+def concurrency_target(backend: str) -> TargetResult:
+    """:data:`TARGET_CONCURRENCY` concurrent episodes over the bundled repositories (one task of each, in its own
+    environment, built beforehand), each its own env in a thread; then what was left."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tasks.splits import available_splits
+    from tasks.swe.instances import with_pin_environment
+
+    firsts: dict[str, Task] = {}
+    for split in available_splits()["SWE"]:
+        for task in load_split("SWE", split):
+            firsts.setdefault(str(task.metadata.get("repo")), task)
+    chosen = [with_pin_environment(task) for task in list(firsts.values())[:TARGET_ENVIRONMENTS]]
+    for task in chosen:  # untimed: each environment built once
+        concurrent_episode(backend, task)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=TARGET_CONCURRENCY) as workers:
+        results = list(workers.map(lambda index: concurrent_episode(backend, chosen[index % len(chosen)]),
+                                   range(TARGET_CONCURRENCY)))
+    elapsed = time.perf_counter() - started
+    left = leftovers(backend)
+    resolved, infra = sum(result[0] for result in results), sum(result[1] for result in results)
+    problems = [result[2] for result in results if result[2]]
+    return TargetResult(
+        f"{TARGET_CONCURRENCY} concurrent episodes over {len(chosen)} repository environments: 0 infra errors, "
+        "nothing leaked", backend,
+        f"{resolved}/{len(results)} resolved, {infra} infra errors, {len(left)} left behind{': ' if left else ''}"
+        f"{', '.join(left[:3])}, in {elapsed:.1f} s" + (f"; first problem: {problems[0]}" if problems else ""),
+        infra == 0 and not left and len(chosen) == TARGET_ENVIRONMENTS)
+
+
 # --------------------------------------------------------------------------------------------- backends
 
 
@@ -342,7 +569,8 @@ def open_env(backend: str, split: str, tasks: Sequence[Task]) -> gym.Env:
 
 
 def measure_backend(backend: str, tasks: Sequence[Task], settings: Mapping[str, Any]) -> BackendReport:
-    """Every row of one backend (the env opened by :func:`open_env`, closed at the end)."""
+    """Every row of one backend (the env opened by :func:`open_env`, closed at the end), then, when
+    ``settings["targets"]``, the per-repository environment rows and targets."""
     env = open_env(backend, settings["split"], tasks)
     try:
         reset = measure_resets(env, backend, tasks, settings["episodes"])
@@ -351,11 +579,17 @@ def measure_backend(backend: str, tasks: Sequence[Task], settings: Mapping[str, 
         naive = naive_rows(env, backend, tasks, settings["naive_calls"], {"reset": reset, "grading": grading})
     finally:
         env.close()
-    return BackendReport(backend, [reset, *tools, grading, *naive], reset.p50_ms < TARGET_RESET_P50_S * 1000.0)
+    report = BackendReport(backend, [reset, *tools, grading, *naive], reset.p50_ms < TARGET_RESET_P50_S * 1000.0)
+    if settings.get("targets"):
+        rows, targets = environment_rows(backend, tasks, settings)
+        report.rows += rows
+        report.targets = [*targets, build_target(backend), concurrency_target(backend)]
+    return report
 
 
 def run_benchmark(backends: Sequence[str] = ("docker", "bwrap"), *, split: str = "test", tasks: int = 10,
-                  episodes: int = 20, calls: int = 30, gradings: int = 10, naive_calls: int = 10) -> Report:
+                  episodes: int = 20, calls: int = 30, gradings: int = 10, naive_calls: int = 10,
+                  targets: bool = False) -> Report:
     """Measure every row of ``backends`` and return the report.
 
     Args:
@@ -366,6 +600,8 @@ def run_benchmark(backends: Sequence[str] = ("docker", "bwrap"), *, split: str =
         calls: Timed tool calls per tool row.
         gradings: Timed graded episodes.
         naive_calls: Timed fresh sandboxes per naive row.
+        targets: Also measure the per-repository environment targets (see the module docstring; the build
+            target fetches wheels from PyPI).
 
     Returns:
         The report; ``report.backends`` is empty when no backend could run.
@@ -377,7 +613,7 @@ def run_benchmark(backends: Sequence[str] = ("docker", "bwrap"), *, split: str =
     """
     chosen = load_split("SWE", split)[:tasks]
     settings = {"split": split, "tasks": len(chosen), "episodes": episodes, "calls": calls, "gradings": gradings,
-                "naive_calls": naive_calls}
+                "naive_calls": naive_calls, "targets": targets}
     report = Report(tasks=[task.id for task in chosen], settings=settings,
                     machine={"cpus": str(os.cpu_count()), "platform": platform.platform(),
                              "python": platform.python_version()})
@@ -420,8 +656,10 @@ def render(report: Report, console: Console) -> None:
         console.print(f"[yellow]skipped {name}[/yellow]: {reason}")
     for backend in report.backends:
         console.print(target_line(backend))
-    console.print("16 concurrent SWE episodes, no infrastructure error, nothing leaked: "
-                  "python -m benchmarks.stress --env agentrl/SWE-v0 --concurrency 16 --check")
+        for target in backend.targets:
+            console.print(target.line())
+    if not any(backend.targets for backend in report.backends):
+        console.print("the per-repository environment targets were not measured (--no-targets)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -436,7 +674,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gradings", type=int, default=10, help="timed graded episodes")
     parser.add_argument("--naive-calls", type=int, default=10, help="timed fresh sandboxes per naive row")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers to PATH")
-    parser.add_argument("--check", action="store_true", help="exit with status 1 when a backend misses the target")
+    parser.add_argument("--targets", action=argparse.BooleanOptionalAction, default=True,
+                        help="also measure the per-repository environment targets (PyPI for the build target)")
+    parser.add_argument("--check", action="store_true", help="exit with status 1 when a backend misses a target")
     return parser
 
 
@@ -447,14 +687,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name) < 1:
             raise SystemExit(f"--{name.replace('_', '-')}: expected >= 1, got {getattr(args, name)}")
     report = run_benchmark(args.backends, split=args.split, tasks=args.tasks, episodes=args.episodes,
-                           calls=args.calls, gradings=args.gradings, naive_calls=args.naive_calls)
+                           calls=args.calls, gradings=args.gradings, naive_calls=args.naive_calls,
+                           targets=args.targets)
     render(report, Console(width=None if sys.stdout.isatty() else 150))
     if args.json is not None:
         args.json.write_text(json.dumps(asdict(report), indent=2) + "\n")
     if not report.backends:
         return 2
     clean = all(row.failed == row.infra_errors == 0 for backend in report.backends for row in backend.rows)
-    return 1 if args.check and not (clean and all(backend.target_met for backend in report.backends)) else 0
+    met = all(backend.target_met and all(target.met for target in backend.targets) for backend in report.backends)
+    return 1 if args.check and not (clean and met) else 0
 
 
 if __name__ == "__main__":

@@ -224,6 +224,24 @@ def pypi_source(spec: RepoSpec) -> dict[str, str]:
     return {"kind": "pypi", "name": spec.name, "version": spec.version, "sha256": spec.sha256}
 
 
+def with_pin_environment(task: Task) -> Task:
+    """A planted-bug task with ``metadata["environment"]``: the environment derived from its pin's metadata
+    (:func:`~tasks.swe.environments.derive_environment`), so that it runs in its repository's own installed
+    environment as a SWE-bench task does (the speed and stress benchmarks' per-repository setting).
+
+    Raises:
+        TaskError: The task's repository is not a pin, or the pin cannot be fetched.
+    """
+    from tasks.swe.repos import pin, repository_files
+
+    source = task.metadata.get("repo_source") or {}
+    if source.get("kind") != "pypi":
+        raise TaskError(f"expected a planted-bug task on a pin, got {task.id} from {dict(source)}")
+    environment = derive_environment(str(task.metadata.get("repo")), str(source.get("version")),
+                                     repository_files(pin(str(source["name"]))))
+    return replace(task, metadata={**task.metadata, "environment": environment.to_dict()})
+
+
 def read_instances(path: str | os.PathLike[str]) -> list[SWEInstance]:
     """The instances of a SWE-bench file: a JSON list of records, or JSONL with one record a line.
 

@@ -36,7 +36,7 @@ def run_small(backend: str, out: Path) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "benchmarks.speed", "swe", "--backends", backend, "--tasks", "2", "--episodes", "3",
-         "--calls", "3", "--gradings", "2", "--naive-calls", "2", "--json", str(out)],
+         "--calls", "3", "--gradings", "2", "--naive-calls", "2", "--no-targets", "--json", str(out)],
         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=300)
 
 
@@ -98,3 +98,25 @@ def test_target_line_says_met_or_missed():
         "docker: reset p50 under 1 s: MET (p50 0.180 s, p99 1.500 s)")
     slow = Row("bwrap", "reset", "env.reset", "sandbox reset", calls=3, p50_ms=1200.0, p99_ms=1500.0)
     assert "MISSED" in target_line(BackendReport("bwrap", [slow], target_met=False))
+
+
+def test_a_target_line_names_the_target_its_numbers_and_met_or_missed():
+    from agentgym_envs.swe.speed import TargetResult
+
+    line = TargetResult("grading at most 1.5x a bare pytest run", "docker", "1.81x: grading p50 2.5 s", False).line()
+    assert line == "docker: grading at most 1.5x a bare pytest run: MISSED (1.81x: grading p50 2.5 s)"
+
+
+def test_the_stress_split_all_is_every_bundled_repository_in_its_own_environment():
+    from agentgym_envs.sandbox import SandboxLimits
+    from agentgym_envs.spec import StressSettings
+    from agentgym_envs.swe.spec import ALL_SPLITS, stress_kwargs
+    from tasks.swe.instances import with_pin_environment
+
+    kwargs = stress_kwargs(StressSettings(ALL_SPLITS, "bwrap", SandboxLimits()))
+    assert "split" not in kwargs
+    environments = {task.metadata["environment"]["repo"] for task in kwargs["tasks"]}
+    assert environments == {"pypi/toolz", "pypi/inflection", "pypi/parse", "pypi/tabulate"}
+    assert stress_kwargs(StressSettings("test", "bwrap", SandboxLimits()))["split"] == "test"  # others: as before
+    with pytest.raises(Exception, match="expected a planted-bug task on a pin"):
+        with_pin_environment(dataclasses.replace(TASKS[0], metadata={"repo_source": {"kind": "path", "path": "/"}}))
