@@ -108,3 +108,18 @@ def test_an_example_runs_as_written(block: Block, tmp_path: Path) -> None:
     assert done.returncode == 0, f"{block.name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     if block.page.name == "README.md" and "env.step(" in block.code:  # the quick start prints the components
         assert "'outcome':" in done.stdout
+
+
+ENV_PAGE_SECTIONS = ["Tools", "Tasks and families", "Reward and its options", "Data formats it loads", "Limits",
+                     "Sandbox notes", "Speed"]
+
+
+def test_every_env_page_has_the_same_sections_in_the_same_order_and_is_linked() -> None:
+    pages = sorted((ROOT / "docs" / "envs").glob("*.md"))
+    assert len(pages) == 5
+    index = (ROOT / "docs" / "environments.md").read_text(encoding="utf-8")
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        sections = re.findall(r"^## (.+)$", text, re.MULTILINE)
+        assert sections == ENV_PAGE_SECTIONS, f"{page.name}: expected sections {ENV_PAGE_SECTIONS}, got {sections}"
+        assert f"(envs/{page.name})" in index, f"docs/environments.md does not link {page.name}"
