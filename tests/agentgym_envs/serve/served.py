@@ -21,7 +21,7 @@ class Served:
         self.process = subprocess.Popen([sys.executable, "-m", "agentgym_envs.serve", env_id, "--port",
                                          str(self.port), *args], stderr=subprocess.PIPE, text=True,
                                         env=None if env is None else dict(env))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a start takes ~25 s, more on a loaded machine
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited: {self.process.stderr.read()}")
@@ -30,7 +30,7 @@ class Served:
                     return
             except httpx.TransportError:
                 time.sleep(0.1)
-        raise RuntimeError("the server did not answer /health within 60 s")
+        raise RuntimeError("the server did not answer /health within 120 s")
 
     @staticmethod
     def headers(args: tuple[str, ...]) -> dict[str, str]:
