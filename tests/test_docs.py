@@ -6,8 +6,8 @@ names a test (``tests/<path>.py`` or ``tests/<path>.py::test_name``) must name o
 the example's substance. A block that takes more than a few seconds is marked ``<!-- docs-test: slow -->``. A block
 under ``<!-- file: PATH -->`` is a file of a package, not a command (docs/adding-an-environment.md's, which
 tests/test_third_party_env.py compares with tests/plugins/ and installs). Blocks in other languages (text, toml,
-yaml) are not examples to run. docs/serving.md's examples are run by the serving tests (tests/agentgym_envs/serve/),
-so they are left out here.
+yaml) are not examples to run. docs/serving.md's examples are run by their own test
+(tests/agentgym_envs/serve/test_serving_docs.py), so they are left out here.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-RUN_ELSEWHERE = {ROOT / "docs" / "serving.md"}
-"""Pages whose examples another test runs."""
+RUN_ELSEWHERE = {ROOT / "docs" / "serving.md": ROOT / "tests" / "agentgym_envs" / "serve" / "test_serving_docs.py"}
+"""Pages whose examples another test runs, and that test."""
 LANGUAGES = {"python": "python", "bash": "bash", "sh": "bash", "shell": "bash"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)
 MARKER = re.compile(r"<!--\s*docs-test:\s*(.*?)\s*-->\s*\Z", re.DOTALL)
@@ -77,6 +77,11 @@ def blocks() -> list[Block]:
 BLOCKS = blocks()
 RUN = [pytest.param(block, id=block.name, marks=[pytest.mark.slow] if block.marker == "slow" else [])
        for block in BLOCKS if block.not_run is None]
+
+
+def test_the_pages_left_out_are_run_by_their_own_tests() -> None:
+    for page, test in RUN_ELSEWHERE.items():
+        assert page.is_file() and test.is_file() and page.name in test.read_text(encoding="utf-8"), (page, test)
 
 
 def test_the_readme_has_its_quick_start() -> None:
