@@ -216,6 +216,10 @@ class EvalConfig:
         if self.tasks_file is not None and (len(self.suites) != 1 or self.remote is not None):
             raise ValueError(f"tasks_file: expected one suite played in process, got suites {list(self.suites)}"
                              + (f" and --remote {self.remote}" if self.remote else ""))
+        if self.tasks_file is not None and env_spec(self.suites[0]).service is not None:
+            raise ValueError(f"tasks_file: {self.suites[0]}'s envs share a service started for the bundled split "
+                             "(WebShop: the split's catalogue), which would not serve these tasks; play them with "
+                             "gym.make and the env's own options (WebShop: tasks= and catalogue=, docs/webshop.md)")
 
     @property
     def ks(self) -> tuple[int, ...]:

@@ -78,3 +78,9 @@ def test_evaluate_reports_the_metrics_benchmarks_dabench_computes_from_dabenchs_
 def test_evaluate_plays_a_tasks_file_on_one_suite_only(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="tasks_file: expected one suite"):
         evaluate_main(["--model", "random", "--suite", "data,search", "--tasks", str(tmp_path / "t.jsonl")])
+
+
+def test_evaluate_refuses_a_tasks_file_for_a_suite_whose_service_serves_the_split(tmp_path: Path) -> None:
+    # WebShop's shared shop server serves the split's catalogue: tasks of another would search the wrong shop
+    with pytest.raises(SystemExit, match="would not serve these tasks"):
+        evaluate_main(["--model", "random", "--suite", "webshop", "--tasks", str(tmp_path / "t.jsonl")])
