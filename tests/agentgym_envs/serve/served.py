@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 
@@ -18,18 +19,22 @@ class Served:
         self.env_id, self.args = env_id, args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # A file, not a pipe: a server that lives for the whole test session must never block on a full pipe.
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115  (open while the server runs; stop closes it)
         self.process = subprocess.Popen([sys.executable, "-m", "agentgym_envs.serve", env_id, "--port",
-                                         str(self.port), *args], stderr=subprocess.PIPE, text=True,
+                                         str(self.port), *args], stderr=self.log, text=True,
                                         env=None if env is None else dict(env))
         deadline = time.monotonic() + 120  # a start takes ~25 s, more on a loaded machine
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited: {self.process.stderr.read()}")
+                self.log.seek(0)
+                raise RuntimeError(f"the server exited: {self.log.read()}")
             try:
                 if httpx.get(f"{self.url}/health", headers=self.headers(args)).status_code == 200:
                     return
             except httpx.TransportError:
                 time.sleep(0.1)
+        self.stop()
         raise RuntimeError("the server did not answer /health within 120 s")
 
     @staticmethod
@@ -39,7 +44,7 @@ class Served:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
-        self.process.stderr.close()
+        self.log.close()
 
 
 def free_port() -> int:
