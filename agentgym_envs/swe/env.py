@@ -32,7 +32,8 @@ Grading never raises out of ``step`` but for an infrastructure fault (a sandbox 
 scored 0 with the reward component ``invalid`` at 1.0 (``benchmarks.evaluate`` counts such episodes apart from
 wrong answers), the last observation says why, and ``info["grading"]`` (:func:`grading_info`, on every step that
 graded) carries ``valid``, ``status``, ``reason``, ``detail``, ``exit_code``, ``duration_s``, ``tests``, the
-``runner`` and ``tamper_checked`` (False for a unittest run, which has no guard). The reasons
+``runner`` and ``tamper_checked`` (False for a unittest run, which has no guard, and for a per-repository
+command read from its log: Django's ``runtests.py``, sympy's ``bin/test``, :mod:`tasks.swe.runners`). The reasons
 (:data:`~tasks.swe.testrun.REASONS`):
 
     ====================  ==================================================================================
@@ -66,7 +67,9 @@ A task with ``metadata["environment"]`` (a :class:`~tasks.swe.environments.RepoE
 derive from the repository) runs in that environment: its packages and the repository's editable install at
 :data:`~agentgym_envs.swe.testing.ENV_SITE` (:mod:`agentgym_envs.swe.environment`: its image on docker, its tree
 bound on bwrap), with its ``memory_mb`` and ``test_timeout_s`` when it sets them; a task of another environment than
-the last one opens a new sandbox. The env refuses tasks that failed validation
+the last one opens a new sandbox. An environment with an ``image`` (a SWE-bench image the user loaded into the
+local Docker) runs in that image with its interpreter, the agent's tree ahead of the image's install of
+``/testbed`` (docker only: :func:`refuse_missing_images`). The env refuses tasks that failed validation
 (``python -m agentgym_envs.swe validate``), logs those never validated, and refuses a repository pytest imports
 itself.
 """
@@ -415,6 +418,12 @@ class SWEEnv(SandboxEnv):
         return self._environment.interpreter, list(dict.fromkeys([*self._environment.package_roots,
                                                                   package_root(self._tree)]))
 
+    @property
+    def grading_rules(self) -> str:
+        """The rules the episode's run is read by: the env's ``rules`` for pytest; ``"strict"`` for the other
+        runners, whose ids are matched as given."""
+        return self.rules if self._test_runner() == "pytest" else "strict"
+
     def _test_runner(self) -> str:
         """The episode's environment's test runner (pytest for a task without one)."""
         return self._environment.test_runner if self._environment else "pytest"
@@ -552,8 +561,8 @@ class SWEEnv(SandboxEnv):
             run, patch = TestRun(status="error", reason="grader_error", detail=f"{type(exc).__name__}: {exc}"), ""
         runner = self._test_runner()
         self._grading = {**grading_info(run), "runner": runner, "tamper_checked": runner == "pytest"}
-        rules = self.rules if runner == "pytest" else "strict"  # other runners' ids are matched as given
-        return {"test_run": run.to_dict(), "patch": patch, "truncated": self.at_turn_limit, "rules": rules}
+        return {"test_run": run.to_dict(), "patch": patch, "truncated": self.at_turn_limit,
+                "rules": self.grading_rules}
 
     def _patch_and_run(self, task: Task) -> tuple[TestRun, str]:
         """The grading run and the agent's patch (``""`` when its tree could not be read back)."""

@@ -69,7 +69,7 @@ def _failing(env: SWEEnv, task: Task, field: str, *, kept: bool) -> list[str]:
     """The ``field`` tests of ``task`` that the latest run did not pass (``kept``: a PASS_TO_PASS reading)."""
     run = env.last_test_run
     wanted = as_test_ids(task.metadata.get(field), field)
-    passing = set(passing_tests(wanted, run.outcomes if run else {}, env.rules, kept=kept))
+    passing = set(passing_tests(wanted, run.outcomes if run else {}, env.grading_rules, kept=kept))
     return [test_id for test_id in wanted if test_id not in passing]
 
 
