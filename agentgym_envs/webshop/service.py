@@ -48,6 +48,9 @@ from tasks.webshop.records import Product, Purchase
 READY_PREFIX = "listening on "
 """How the server's one line on stdout starts, once its socket accepts connections."""
 
+STARTUP_POLL_S = 1.0
+"""How often a start checks whether the server wrote to stderr meanwhile."""
+
 STDERR_TAIL_LINES = 40
 """Lines of the server's stderr kept, to explain a server that failed to start."""
 
@@ -104,8 +107,12 @@ class ShopServer(ShopService):
         catalogue: A bundled catalogue name (``"generated-v1"``) or a JSONL file of products.
         host: Address to bind (loopback).
         port: Port to bind; 0 picks a free one (read :attr:`url` after :meth:`start`).
-        index_dir: Where the BM25 index lives (built there when absent); default: the retriever's cache.
-        startup_timeout_s: How long to wait for the server to listen (it may build its index first).
+        index_dir: The folder of the catalogue's store (:mod:`~agentgym_envs.webshop.store`: built there when
+            absent); default: under the retriever's cache.
+        startup_timeout_s: How long the server may stay silent before it listens. A first build of its store
+            writes a progress line to stderr every
+            :data:`~agentgym_envs.webshop.store.BUILD_PROGRESS_EVERY_S` seconds, so a build of minutes (WebShop's
+            1.18M products) is waited for, and a server that hangs is not.
         stop_grace_s: How long :meth:`stop` waits after SIGTERM before it sends SIGKILL.
 
     Example:
@@ -131,6 +138,7 @@ class ShopServer(ShopService):
         self._readers: list[threading.Thread] = []
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._url: str | None = None
+        self._last_output = time.monotonic()
         self._lock = threading.Lock()
 
     @property
@@ -219,15 +227,25 @@ class ShopServer(ShopService):
         of a first-time store build, which may take minutes at WebShop's scale)."""
         self._stderr.append(line)
         if self._url is None:
+            self._last_output = time.monotonic()
             write_stderr(line.rstrip("\n"))
 
     def _wait_until_listening(self, process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> str:
-        deadline = time.monotonic() + self.startup_timeout_s
+        """The URL of the ``listening on`` line; the wait ends when the server stays silent (no line on stdout or
+        stderr) for ``startup_timeout_s``.
+
+        Raises:
+            ShopUnavailableError: The server was silent that long, or exited, before it listened.
+        """
+        self._last_output = time.monotonic()
         while True:
             try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                line = lines.get(timeout=max(0.0, min(self._last_output + self.startup_timeout_s - time.monotonic(),
+                                                      STARTUP_POLL_S)))
             except queue.Empty:
-                raise ShopUnavailableError(f"the shop server ({self.catalogue}) did not listen within "
+                if time.monotonic() < self._last_output + self.startup_timeout_s:
+                    continue  # it wrote to stderr meanwhile (a store build's progress)
+                raise ShopUnavailableError(f"the shop server ({self.catalogue}) did not listen and wrote nothing for "
                                            f"{self.startup_timeout_s} s; stderr: {self._stderr_tail()}") from None
             if line is None:  # stdout closed: the process is exiting
                 raise ShopUnavailableError(f"the shop server ({self.catalogue}) exited with status "
@@ -235,6 +253,7 @@ class ShopServer(ShopService):
                                            f"stderr: {self._stderr_tail()}")
             if line.startswith(READY_PREFIX):
                 return line.removeprefix(READY_PREFIX).split()[0]
+            self._last_output = time.monotonic()
 
     def _exit_status(self, process: subprocess.Popen[str]) -> int | None:
         """The exit status once ``process`` ended and its stderr was read to the end; None if it runs on."""

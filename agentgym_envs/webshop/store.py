@@ -63,6 +63,10 @@ PRODUCT_CACHE_SIZE = 4096
 BM25_PARAMS = {"k1": 1.5, "b": 0.75, "method": "lucene"}
 """The shop's BM25 settings (the Search env's defaults)."""
 
+BUILD_PROGRESS_EVERY_S = 20.0
+"""Seconds between two progress lines of a build (a third of :class:`~agentgym_envs.webshop.service.ShopServer`'s
+default startup timeout, which counts the server's silence)."""
+
 INSERT_BATCH = 10_000
 """Rows written to SQLite per statement during a build."""
 
@@ -203,7 +207,7 @@ class ShopStore:
             with file_lock(folder.with_name(folder.name + ".lock")):
                 if not _ready(folder, key):
                     with reported(f"building the shop's product store and BM25 index in {folder} (once; later "
-                                  "runs open it)"):
+                                  "runs open it)", every_s=BUILD_PROGRESS_EVERY_S):
                         _build(source, folder, key, tokenizer)
         return cls(folder, tokenizer)
 

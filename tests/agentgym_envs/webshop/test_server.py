@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import re
 import signal
 import socket
@@ -570,6 +571,30 @@ def test_a_server_that_cannot_start_raises_with_its_stderr(tmp_path):
     with pytest.raises(ShopUnavailableError, match=r"exited with status 2.*does not exist"):
         server.start()
     assert not server.alive()
+
+
+def test_a_start_waits_while_the_server_reports_progress_and_not_when_it_is_silent():
+    # A first store build at WebShop's scale takes minutes and writes a progress line every 20 s; the start's
+    # timeout counts silence. Here the server's two streams are played by a thread.
+    server = ShopServer("generated-v1", startup_timeout_s=0.5)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def building() -> None:
+        for _ in range(8):  # 1.6 s of progress lines, 0.2 s apart
+            server._on_stderr("building the shop's product store ...: still running\n")
+            time.sleep(0.2)
+        lines.put("listening on http://127.0.0.1:9 (3 products)\n")
+
+    feeder = threading.Thread(target=building)
+    started = time.monotonic()
+    feeder.start()
+    assert server._wait_until_listening(None, lines) == "http://127.0.0.1:9"  # type: ignore[arg-type]
+    assert time.monotonic() - started > 1.5
+    feeder.join()
+    started = time.monotonic()
+    with pytest.raises(ShopUnavailableError, match=r"did not listen and wrote nothing for 0\.5 s"):
+        server._wait_until_listening(None, queue.Queue())  # type: ignore[arg-type]
+    assert 0.5 <= time.monotonic() - started < 3
 
 
 def test_a_dead_url_is_an_infrastructure_error():
