@@ -134,6 +134,8 @@ def django_labels(test_ids: Sequence[str]) -> list[str]:
 _SYMPY_LINE = re.compile(r"^(?P<test>test_\w+) (?P<rest>.*)$")
 _SYMPY_MARKS = {"ok": "passed", "F": "failed", "E": "error", "T": "error", "f": "xfailed", "X": "xpassed"}
 _SYMPY_SKIPS = {"s": "skipped", "w": "skipped", "K": "error"}
+_SYMPY_FILE_VERDICT = re.compile(r"\s+\[(OK|FAIL)\]$")
+"""The file's verdict that sympy writes, right-aligned, after the last test of each file."""
 _SYMPY_HEADER = re.compile(r"^_+ (?P<path>\S+\.py)(?P<separator>::?)(?P<test>test_\w+) _+$")
 
 
@@ -152,6 +154,7 @@ def parse_sympy_log(log: str) -> dict[str, str]:
     Verbose mode writes each test on its own line as ``test_name <mark>``: ``ok``, ``F`` (failed), ``E`` (an
     exception; ``T`` a timeout), ``f`` (an expected failure), ``X`` (an unexpected pass); a skip writes its
     message (or `` - ``) then ``s`` (``w`` for a slow test left out, ``K`` for an interrupt, taken as an error).
+    The last test of a file has the file's verdict after it (``[OK]`` or ``[FAIL]``, right-aligned).
     The report at the end has a header per problem, ``____ path.py:test_name ____`` for an exception and
     ``____ path.py::test_name ____`` for a failure, which count too. Ids are the test functions' names, as in
     SWE-bench's sympy instances.
@@ -163,7 +166,7 @@ def parse_sympy_log(log: str) -> dict[str, str]:
         if header:
             _record(outcomes, header["test"], "error" if header["separator"] == ":" else "failed")
             continue
-        match = _SYMPY_LINE.match(line)
+        match = _SYMPY_LINE.match(_SYMPY_FILE_VERDICT.sub("", line))
         if match and _sympy_outcome(match["rest"]):
             _record(outcomes, match["test"], _sympy_outcome(match["rest"]))
     return outcomes

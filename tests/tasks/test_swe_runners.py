@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tasks.errors import TaskError
@@ -56,6 +58,9 @@ SYMPY_CASES = [
     ("test_plain_skip  - s", {"test_plain_skip": "skipped"}),
     # a slow test left out
     ("test_huge Slow w", {"test_huge": "skipped"}),
+    # the last test of a file: the file's verdict follows, right-aligned (seen in sympy 1.13's runner)
+    ("test_last ok                                          [OK]", {"test_last": "passed"}),
+    ("test_zz_skip not today s                              [FAIL]", {"test_zz_skip": "skipped"}),
     # the file line and the summary are no tests; a word that is no mark is not an outcome
     ("sympy/core/tests/test_basic.py[3] \ntests finished: 3 passed, in 0.1 seconds\ntest_x printed", {}),
     # the report's headers: one colon for an exception, two for a failure
@@ -87,3 +92,13 @@ def test_sympy_runs_the_test_patchs_files():
         "bin/test", "-C", "--verbose", "sympy/a/tests/test_x.py"]
     with pytest.raises(TaskError, match=r"touches no \.py file"):
         sympy_files(["test_a"], [])
+
+
+def test_the_sympy_parser_reads_a_real_log_of_sympys_own_runner():
+    # sympy 1.13.3's runner (what bin/test calls) on sympy/core/tests/test_basic.py with four tests added: one
+    # failing, one raising, an XFAIL and a SKIP (the last, so that the file's [FAIL] verdict follows it)
+    log = (Path(__file__).parent / "fixtures" / "sympy_runtests_verbose.log").read_text()
+    outcomes = parse_sympy_log(log)
+    assert len(outcomes) == 28 and "tests finished: 24 passed, 1 failed, 1 skipped, 1 expected to fail" in log
+    assert {test: outcome for test, outcome in outcomes.items() if outcome != "passed"} == {
+        "test_zz_fails": "failed", "test_zz_raises": "error", "test_zz_xfail": "xfailed", "test_zz_skip": "skipped"}
