@@ -214,7 +214,7 @@ class BM25Retriever:
     # -- index on disk ------------------------------------------------------------------------
     def _load_or_build(self) -> bm25s.BM25:
         if not self._index_ready():
-            with file_lock(self.index_dir.with_name(self.index_dir.name + ".lock")):
+            with _file_lock(self.index_dir.with_name(self.index_dir.name + ".lock")):
                 if not self._index_ready():
                     self._build()
         return bm25s.BM25.load(str(self.index_dir), mmap=True, show_progress=False)
@@ -354,7 +354,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 @contextmanager
-def file_lock(path: Path) -> Iterator[None]:
+def _file_lock(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (created if needed) for the duration of the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
@@ -366,4 +366,4 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 __all__ = ["ENGLISH_STOPWORDS", "BM25Retriever", "Hit", "Retriever", "Tokenizer", "bm25_scores", "default_index_root",
-           "file_lock", "index_key", "top_k"]
+           "index_key", "top_k"]

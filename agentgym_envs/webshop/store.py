@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -43,7 +45,7 @@ import bm25s
 import numpy as np
 
 from agentgym_envs.errors import EnvConfigError
-from agentgym_envs.search.retriever import Tokenizer, bm25_scores, default_index_root, file_lock, top_k
+from agentgym_envs.search.retriever import Tokenizer, bm25_scores, default_index_root, top_k
 from tasks.progress import reported
 from tasks.records import Document
 from tasks.webshop.records import Product
@@ -204,7 +206,7 @@ class ShopStore:
         key = store_key(source, tokenizer)
         folder = Path(index_dir) if index_dir is not None else default_index_root() / f"shop-{key}"
         if not _ready(folder, key):
-            with file_lock(folder.with_name(folder.name + ".lock")):
+            with _build_lock(folder):
                 if not _ready(folder, key):
                     with reported(f"building the shop's product store and BM25 index in {folder} (once; later "
                                   "runs open it)", every_s=BUILD_PROGRESS_EVERY_S):
@@ -255,6 +257,26 @@ class ShopStore:
             if self._db is None:
                 raise EnvConfigError("this ShopStore is closed")
             return self._db.execute(sql, parameters).fetchall()
+
+
+@contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<folder>.lock`` for the block. A process that finds it held reports that it
+    waits (a line every :data:`BUILD_PROGRESS_EVERY_S`), so that its server is not taken for a silent, hung one
+    while another builds the store."""
+    path = folder.with_name(folder.name + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with reported(f"waiting for another process to build the shop's store in {folder}",
+                          every_s=BUILD_PROGRESS_EVERY_S):
+                fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _ready(folder: Path, key: str) -> bool:

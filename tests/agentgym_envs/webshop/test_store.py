@@ -122,3 +122,26 @@ def test_a_server_process_building_its_store_passes_the_progress_lines_on(tmp_pa
         pass
     err = capfd.readouterr().err
     assert f"building the shop's product store and BM25 index in {tmp_path / 'shop'}" in err and " done in " in err
+
+
+def test_a_second_builder_waits_for_the_first_and_says_so(tmp_path, capsys):
+    # servers started together: one builds, the others report that they wait (a silent one would look hung)
+    import threading
+
+    from agentgym_envs.webshop.store import _build_lock
+
+    holding, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with _build_lock(tmp_path / "shop"):
+            holding.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    holding.wait(5)
+    threading.Timer(0.3, release.set).start()
+    opened = ShopStore.open(CATALOGUE[:3], index_dir=tmp_path / "shop")
+    thread.join()
+    assert len(opened) == 3
+    assert f"waiting for another process to build the shop's store in {tmp_path / 'shop'}" in capsys.readouterr().err
