@@ -40,12 +40,17 @@ from agentgym_envs.sandbox.labels import SANDBOX_LABEL
 SANDBOX_USER = "65534:65534"
 OWNER_LABEL = "agentrl.owner-pid"
 KILL_SCRIPT = (
-    "for attempt in 1 2 3 4 5 6 7 8 9 10; do pkill -9 -U 65534 || exit 0; sleep 0.05; done; "
-    "pgrep -U 65534 >/dev/null && exit 1; exit 0"
+    'nobody_pids() { for d in /proc/[0-9]*; do [ "$(stat -c %u "$d" 2>/dev/null)" = 65534 ] && echo "${d#/proc/}"; '
+    "done; }; "
+    'for attempt in 1 2 3 4 5 6 7 8 9 10; do pids=$(nobody_pids); [ -z "$pids" ] && exit 0; kill -9 $pids 2>/dev/null; '
+    "sleep 0.05; done; "
+    '[ -z "$(nobody_pids)" ]'
 )
 """Run as root, whose only capability in the container is CAP_KILL: kill every process of ``nobody`` until
 none is left (exit 1 if some survive). No process of ``nobody`` can signal it (another user, and ``nobody``
-holds no capability), so a process the agent left behind cannot stop the wipe."""
+holds no capability), so a process the agent left behind cannot stop the wipe. The processes are found in
+``/proc`` with coreutils' ``stat``, not with procps' ``pkill``, which an image the user brings (a SWE-bench
+instance image, Ubuntu without procps) may lack: there ``pkill``'s "not found" read as "none left"."""
 WIPE_SCRIPT = (
     'others() { for d in /proc/[0-9]*; do [ "${d#/proc/}" != "$$" ] && [ -O "$d" ] && return 0; done; return 1; }; '
     "for attempt in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null; others || break; sleep 0.05; done; "

@@ -53,8 +53,9 @@ INSTANCE = {"instance_id": "calc__calc-1", "repo": "calc/calc", "base_commit": "
 SETUP = ("python3 -m venv --without-pip --system-site-packages /opt/testbed-env && "
          "mv /stage/calcdep.py /opt/testbed-env/lib/python3.11/site-packages/ && "
          "echo /testbed/src > /opt/testbed-env/lib/python3.11/site-packages/__editable__.calc-1.0.pth && "
-         "mv /stage/testbed /testbed && rm -r /stage")
-"""What the image's build does: the venv (pytest from the system's site), its dependency and its editable install."""
+         "mv /stage/testbed /testbed && rm -r /stage && rm /usr/bin/pkill /usr/bin/pgrep")
+"""What the image's build does: the venv (pytest from the system's site), its dependency and its editable install;
+and no procps' pkill (SWE-bench's Ubuntu images lack it: the sandbox's reset must not need it)."""
 
 
 def _archive() -> bytes:
@@ -174,3 +175,24 @@ def test_an_instance_with_neither_repository_nor_image_is_refused_at_load(instan
     instance_file.write_text(json.dumps({**INSTANCE, "image": ""}) + "\n")
     with pytest.raises(Exception, match="expected where the repository of calc__calc-1 is"):
         load_swebench(instance_file)
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_reset_kills_what_the_agent_left_in_an_image_without_procps(loaded_image):
+    from agentgym_envs.sandbox.docker import KILL_SCRIPT, DockerSandbox
+
+    sandbox = DockerSandbox(image=loaded_image)
+    try:
+        sandbox.run_code("import os, signal, subprocess\n"
+                         "left = subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+                         "stopped = subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+                         "os.kill(stopped.pid, signal.SIGSTOP)")
+        assert sandbox._exec_status(KILL_SCRIPT, user="0:0") == 0
+        _, output = sandbox.container.exec_run(["sh", "-c", "for d in /proc/[0-9]*; do stat -c %u $d; done"],
+                                               user="0:0")
+        assert "65534" not in output.decode().split()  # the kernel, the leftover and the stopped one: all gone
+        sandbox.reset()
+        assert sandbox.run_code("print(6 * 7)").output.strip() == "42"
+    finally:
+        sandbox.close()
