@@ -26,7 +26,8 @@ def test_the_summary_takes_medians_maxima_and_the_solved_share():
                         env_mask=[1, 1])]
     row = summarize("e", "oracle", episodes)
     assert (row.episodes, row.solved, row.prompt_p50, row.prompt_max) == (2, 0.5, 15, 20)
-    assert (row.action_max, row.observation_max, row.context_p50, row.context_p90, row.context_max) == (2, 3, 19, 22, 22)
+    lengths = (row.action_max, row.observation_max, row.context_p50, row.context_p90, row.context_max)
+    assert lengths == (2, 3, 19, 22, 22)
     with pytest.raises(ValueError, match="expected scored episodes"):
         summarize("e", "oracle", [Episode(env_id="e", task_id="c", group=0, infra_error=True)])
 
