@@ -65,7 +65,7 @@ from trainers.tiny_model import TinyModelConfig, default_model_dir, load_or_buil
 
 PRETRAIN_WORLD_SEED = 9001
 """Seed of the world whose articles are echoed (the bundled world uses another seed)."""
-ECHO_FORMAT = 7
+ECHO_FORMAT = 8
 """Version of the echo curriculum (part of the cache folder's name)."""
 
 
@@ -89,6 +89,7 @@ class EchoPretraining:
         learning_rate: AdamW learning rate of phase 1.
         sentence_learning_rate: AdamW learning rate of phase 2.
         report_learning_rate: AdamW learning rate of phase 3.
+        report_beta2: AdamW's second-moment decay in phase 3 (the other phases keep torch's 0.999).
         substitution: Share of each sentence's tokens replaced by random ordinary tokens in phase 2.
         seed: Seed of the draws. Seeds differ in the steps a phase takes, and on some (seed, kernel path)
             builds the drills end their budget just below their target (measured in
@@ -105,6 +106,7 @@ class EchoPretraining:
     learning_rate: float = 3e-3
     sentence_learning_rate: float = 1e-3
     report_learning_rate: float = 3e-3
+    report_beta2: float = 0.95
     substitution: float = 0.25
     seed: int = 0
 
@@ -122,7 +124,7 @@ class EchoPretraining:
         return (f"echo{ECHO_FORMAT}-r{self.random_target:g}x{self.random_max_steps}-{self.sentence_steps}s"
                 f"-d{self.report_target:g}x{self.report_max_steps}-w{self.window}-b{self.batch_size}"
                 f"-lr{self.learning_rate:g}-{self.sentence_learning_rate:g}-{self.report_learning_rate:g}"
-                f"-p{self.substitution:g}-s{self.seed}")
+                f"-b{self.report_beta2:g}-p{self.substitution:g}-s{self.seed}")
 
 
 @dataclass
@@ -207,13 +209,17 @@ def echo_batch(tokenizer, sentences: Sequence[str], rng: random.Random, batch_si
 
 
 def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Sequence[int]):
-    """Input ids, attention mask and loss mask (1 on the answer) of ``batch_size`` report drills.
+    """Input ids, attention mask, loss mask (1 on the answer) and measured mask (1 on the answer of the drills
+    whose answer is a number) of ``batch_size`` report drills.
 
     A drill is one agent episode in the chat template with random content: a user turn and a tool call of
     random tokens and numbers, a tool result (a header line of random tokens, up to two lines of random
     tokens and numbers, then a random number, one time in five a few random tokens instead), and the answer
     ``<answer>{that last line}</answer>``. The numbers elsewhere are distractors: only the tool result's
-    last line is the answer.
+    last line is the answer. The accuracy that ends the drills counts the number answers only: every answer of
+    the main job's tasks is one (a python result's last line), and they are learned within a few hundred
+    steps, while the answers of random tokens are learned in a later, sudden transition whose step moves with
+    the draws (``docs/pretraining.md``).
     """
     from trainers.chat import ChatFormat
 
@@ -229,9 +235,10 @@ def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Se
         return [token for _ in range(rng.randint(shortest, longest))
                 for token in (number() if rng.random() < 0.3 else [rng.choice(substitutes)])]
 
-    rows, masks = [], []
+    rows, masks, measured = [], [], []
     for _ in range(batch_size):
-        value = number() if rng.random() < 0.8 else [rng.choice(substitutes) for _ in range(rng.randint(1, 4))]
+        is_number = rng.random() < 0.8
+        value = number() if is_number else [rng.choice(substitutes) for _ in range(rng.randint(1, 4))]
         header = [rng.choice(substitutes) for _ in range(rng.randint(1, 6))]
         lines = [header + encode("\n")] + [mixed(1, 6) + encode("\n") for _ in range(rng.randint(0, 2))]
         context = (encode(chat.prompt_prefix) + mixed(5, 30) + encode(f"{chat.prompt_suffix}<tool_call>")
@@ -240,7 +247,8 @@ def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Se
         answer = value + encode("</answer>")
         rows.append(context + answer)
         masks.append([0] * len(context) + [1] * len(answer))
-    return _padded(rows, masks, tokenizer.pad_token_id)
+        measured.append([0] * len(context) + [int(is_number)] * len(answer))
+    return (*_padded(rows, masks, tokenizer.pad_token_id), _padded(rows, measured, tokenizer.pad_token_id)[2])
 
 
 def _padded(rows: Sequence[list[int]], masks: Sequence[list[int]], pad_token_id: int):
@@ -269,8 +277,9 @@ def ordinary_token_ids(tokenizer) -> list[int]:
                   if index not in special and "\n" not in tokenizer.convert_tokens_to_string([token]))
 
 
-Batch = tuple[Any, Any, Any]
-"""Input ids, attention mask and loss mask of one step."""
+Batch = tuple[Any, ...]
+"""Input ids, attention mask and loss mask of one step, and optionally the mask of the positions its accuracy
+counts (default: the loss mask's)."""
 
 
 @dataclass(frozen=True)
@@ -283,6 +292,7 @@ class Phase:
         next_batch: Makes the next step's batch.
         budget: Most optimizer steps (with no target: the steps it runs).
         target: Accuracy over the last ``window`` steps that ends the phase (None: run ``budget`` steps).
+        beta2: AdamW's second-moment decay.
     """
 
     name: str
@@ -290,6 +300,7 @@ class Phase:
     next_batch: Callable[[], Batch]
     budget: int
     target: float | None = None
+    beta2: float = 0.999
 
 
 def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
@@ -305,7 +316,7 @@ def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
               settings.sentence_steps),
         Phase("report drills", settings.report_learning_rate,
               lambda: report_batch(tokenizer, rng, size, substitutes),
-              settings.report_max_steps, settings.report_target),
+              settings.report_max_steps, settings.report_target, settings.report_beta2),
     ]
 
 
@@ -340,7 +351,8 @@ def train_phase(model, phase: Phase, window: int, progress: Callable[[str], None
     for its whole budget."""
     import torch
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=phase.learning_rate, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=phase.learning_rate, betas=(0.9, phase.beta2),
+                                  weight_decay=0.0)
     recent: deque[float] = deque(maxlen=window)
     started = last_line = clock()
     until = f"until copy accuracy {phase.target:g}, at most " if phase.target is not None else ""
@@ -358,11 +370,12 @@ def train_phase(model, phase: Phase, window: int, progress: Callable[[str], None
     return result
 
 
-def _echo_step(model, optimizer, input_ids, attention, loss_mask) -> float:
-    """One optimizer step on an echo batch; returns the copy accuracy on it (before the step)."""
+def _echo_step(model, optimizer, input_ids, attention, loss_mask, measured=None) -> float:
+    """One optimizer step on an echo batch; returns the copy accuracy on it (before the step) where ``measured``
+    is 1 (default: wherever the loss looks)."""
     import torch
 
-    loss, accuracy = masked_copy_loss(model, input_ids, attention, loss_mask)
+    loss, accuracy = masked_copy_loss(model, input_ids, attention, loss_mask, measured)
     optimizer.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -370,8 +383,9 @@ def _echo_step(model, optimizer, input_ids, attention, loss_mask) -> float:
     return accuracy
 
 
-def masked_copy_loss(model, input_ids, attention, loss_mask):
-    """Mean next-token loss and accuracy over the positions ``loss_mask`` scores.
+def masked_copy_loss(model, input_ids, attention, loss_mask, measured=None):
+    """Mean next-token loss over the positions ``loss_mask`` scores, and accuracy over those of them that
+    ``measured`` marks (default: all of them; nan when it marks none).
 
     The output head runs at those positions only: over the 8k-token vocabulary it is most of a step's
     work, and a drill's answer is a few tokens of a long context.
@@ -384,7 +398,10 @@ def masked_copy_loss(model, input_ids, attention, loss_mask):
     hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention).last_hidden_state[:, :-1]
     scored = loss_mask[:, 1:].bool()
     logits, targets = model.get_output_embeddings()(hidden[scored]), input_ids[:, 1:][scored]
-    return torch.nn.functional.cross_entropy(logits, targets), float((logits.argmax(-1) == targets).float().mean())
+    hits = (logits.argmax(-1) == targets).float()
+    if measured is not None:
+        hits = hits[measured[:, 1:][scored].bool()]
+    return torch.nn.functional.cross_entropy(logits, targets), float(hits.mean()) if len(hits) else float("nan")
 
 
 def copy_accuracy(model, tokenizer, sentences: Sequence[str], *, batches: int = 8, batch_size: int = 32,

@@ -187,23 +187,31 @@ def test_a_failed_build_saves_nothing(tmp_path, monkeypatch):
 def test_the_loss_on_scored_positions_only_equals_the_full_vocabulary_loss():
     model, tokenizer = load_or_build_tiny_model(
         TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1))
-    input_ids, attention, loss_mask = report_batch(tokenizer, random.Random(0), 4, ordinary_token_ids(tokenizer))
-    targets, mask = input_ids[:, 1:], loss_mask[:, 1:]
+    input_ids, attention, loss_mask, measured = report_batch(tokenizer, random.Random(0), 8,
+                                                             ordinary_token_ids(tokenizer))
+    targets, mask, counted = input_ids[:, 1:], loss_mask[:, 1:], measured[:, 1:]
+    assert 0 < counted.sum() < mask.sum()  # these draws hold number answers and others
     with torch.no_grad():
         logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
         full_loss = -(logits.log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask).sum() / mask.sum()
-        full_accuracy = ((logits.argmax(-1) == targets).float() * mask).sum() / mask.sum()
+        hits = (logits.argmax(-1) == targets).float()
         loss, accuracy = masked_copy_loss(model, input_ids, attention, loss_mask)
+        _, measured_accuracy = masked_copy_loss(model, input_ids, attention, loss_mask, measured)
     assert float(loss) == pytest.approx(float(full_loss), rel=1e-5)
-    assert accuracy == pytest.approx(float(full_accuracy))
+    assert accuracy == pytest.approx(float((hits * mask).sum() / mask.sum()))
+    assert measured_accuracy == pytest.approx(float((hits * counted).sum() / counted.sum()))
 
 
 def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_that_is_learned():
     _, tokenizer = load_or_build_tiny_model()
-    input_ids, attention, loss_mask = report_batch(tokenizer, random.Random(0), 16, ordinary_token_ids(tokenizer))
-    distractors, line_counts = 0, set()
-    for row, mask in zip(_rows(input_ids, attention), loss_mask, strict=True):
+    input_ids, attention, loss_mask, measured = report_batch(tokenizer, random.Random(0), 16,
+                                                             ordinary_token_ids(tokenizer))
+    distractors, line_counts, kinds = 0, set(), set()
+    for row, mask, counted in zip(_rows(input_ids, attention), loss_mask, measured, strict=True):
         learned = [token for token, weight in zip(row, mask.tolist(), strict=False) if weight]
+        is_number = tokenizer.decode(learned).removesuffix("</answer>").isdigit()
+        assert counted.tolist() == (mask.tolist() if is_number else [0.0] * len(mask))  # accuracy counts numbers
+        kinds.add(is_number)
         context = tokenizer.decode(row[:len(row) - len(learned)])
         result = context.split("<tool_response>\n")[1].split("\n</tool_response>")[0]
         assert context.endswith("<|im_start|>assistant\n<answer>")
@@ -213,6 +221,7 @@ def test_a_report_drill_answers_with_the_last_line_of_the_tool_result_and_only_t
         line_counts.add(len(result.splitlines()))
     assert distractors >= 12  # numbers stand elsewhere in the context too
     assert line_counts == {2, 3, 4}  # a header, up to two more lines, the answer's line
+    assert kinds == {True, False}  # answers of random tokens are learned too, though not counted
 
 
 def test_the_command_line_help_builds_nothing(tmp_path, monkeypatch, capsys):
