@@ -133,6 +133,13 @@ def test_a_phase_ends_when_its_windowed_accuracy_first_reaches_the_target(monkey
     assert (result.name, result.steps, result.accuracy) == ("drills", 4, 0.8)  # the mean of 0.8 and 0.8
 
 
+def test_a_step_that_measured_nothing_is_left_out_of_the_window(monkeypatch):
+    _scripted_accuracies(monkeypatch, [0.9, float("nan"), 0.9, 0.1])
+    result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, lambda: (None, None, None), 20, 0.9), 2,
+                         lambda line: None)
+    assert (result.steps, result.accuracy) == (3, 0.9)  # a nan in the window would have kept it from ending
+
+
 def test_a_phase_out_of_budget_reports_where_it_stood(monkeypatch):
     _scripted_accuracies(monkeypatch, [0.2, 0.3, 0.4, 0.5])
     result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, lambda: (None, None, None), 4, 0.9), 2,
