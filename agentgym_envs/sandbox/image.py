@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from agentgym_envs.errors import ImageBuildError
 from agentgym_envs.sandbox.labels import IMAGE_RECIPE_LABEL, SANDBOX_LABEL
 from agentgym_envs.sandbox.system import ensure_debootstrap, is_root
+from tasks.progress import reported
 
 if TYPE_CHECKING:
     import docker
@@ -305,8 +306,8 @@ def build_image(packages: Sequence[str], *, repository: str, tag: str | None = N
     workdir = Path(tempfile.mkdtemp(prefix="agentrl-rootfs-"))
     try:
         rootfs = workdir / "rootfs"
-        log(f"debootstrap {suite} from {mirror} with {len(packages)} extra packages ...")
-        run_debootstrap(rootfs, suite, mirror, packages)
+        with reported(f"debootstrap {suite} from {mirror} with {len(packages)} extra packages", write=log):
+            run_debootstrap(rootfs, suite, mirror, packages)
         log("stripping apt caches, docs and locales ...")
         slim_rootfs(rootfs)
         log(f"importing into Docker as {tag} ...")

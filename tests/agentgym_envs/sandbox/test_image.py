@@ -214,3 +214,22 @@ def test_build_is_cached_when_the_tag_exists(base_image):
     lines: list[str] = []
     assert image.build_base_image(log=lines.append) == base_image
     assert "cached" in lines[0]
+
+
+def test_a_first_build_reports_debootstrap_when_it_starts_and_ends(monkeypatch):
+    class Images:
+        def get(self, tag):
+            return type("Image", (), {"attrs": {"Size": 0}})()
+
+    client = type("Client", (), {"images": Images()})()
+    monkeypatch.setattr(image, "image_exists", lambda client, tag: False)
+    monkeypatch.setattr(image, "is_root", lambda: True)
+    for step in ("ensure_debootstrap", "run_debootstrap", "slim_rootfs", "import_rootfs", "smoke_test"):
+        monkeypatch.setattr(image, step, lambda *args, **kwargs: None)
+    monkeypatch.setattr(image, "debian_mirror", lambda suite: "http://mirror.example/debian")
+    lines: list[str] = []
+    image.build_image(BASE_IMAGE_PACKAGES, repository="agentrl/test", tag="agentrl/test:x", client=client,
+                      log=lines.append)
+    started = f"debootstrap bookworm from http://mirror.example/debian with {len(BASE_IMAGE_PACKAGES)} extra packages"
+    assert lines[0] == f"{started} ..."  # the heartbeat of tasks.progress.reported says it runs every minute
+    assert lines[1].startswith(f"{started}: done in ")
