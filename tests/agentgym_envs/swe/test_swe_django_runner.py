@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,11 +22,11 @@ from agentgym_envs.policies.base import tool_call_action
 from agentgym_envs.swe import SWEEnv
 from agentgym_envs.swe.__main__ import main
 from tasks.swe.instances import load_swebench
+from tests.agentgym_envs.swe.sdists import DJANGO, unpacked_sdist
 from tests.conftest import require_backend
 
 pytestmark = pytest.mark.slow
 
-SDIST = "Django==5.1.4"
 GOOD = '_(", ").join(str(i) for i in list_[:-1]),'
 BAD = '_(", ").join(str(i) for i in list_[:-2]),'
 CASE = "utils_tests.test_text.TestUtilsText"
@@ -39,15 +36,8 @@ FIX = "sed -i 's/list_\\[:-2\\]/list_[:-1]/' django/utils/text.py"
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trimmed sdist (see the module docstring) with the bug planted."""
-    download = tmp_path_factory.mktemp("django-sdist")
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                           "--dest", str(download), SDIST], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.skip(f"PyPI is not reachable for {SDIST}: {done.stderr[-300:]}")
-    (archive,) = download.glob("*.tar.gz")
-    with tarfile.open(archive) as tar:
-        tar.extractall(download, filter="data")
-    sdist, repo = download / "Django-5.1.4", tmp_path_factory.mktemp("django") / "django"
+    sdist = unpacked_sdist(DJANGO, tmp_path_factory.mktemp("django-sdist"))
+    repo = tmp_path_factory.mktemp("django") / "django"
     shutil.copytree(sdist / "django", repo / "django", ignore=shutil.ignore_patterns("gis", "static", "locale"))
     for language in ("ar", "en"):
         shutil.copytree(sdist / f"django/conf/locale/{language}", repo / f"django/conf/locale/{language}")

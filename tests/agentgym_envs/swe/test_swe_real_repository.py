@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,12 +23,12 @@ from agentgym_envs.swe.__main__ import main
 from tasks.swe.environments import derive_environment
 from tasks.swe.instances import load_swebench, validation_report_path
 from tasks.swe.repos import folder_files
+from tests.agentgym_envs.swe.sdists import HUMANIZE, unpacked_sdist
 from tests.conftest import require_backend
 
 pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).parent / "data" / "humanize.jsonl"
-SDIST = "humanize==4.9.0"
 FIX = "sed -i 's/% (precision - (exponent % 3) - 1)/% max(0, precision - (exponent % 3) - 1)/' src/humanize/number.py"
 WRONG = "sed -i 's/% (precision - (exponent % 3) - 1)/% abs(precision - (exponent % 3) - 1)/' src/humanize/number.py"
 """The fix as the agent would type it, and a wrong one (abs instead of max: the error goes, the digits are wrong)."""
@@ -40,15 +37,7 @@ WRONG = "sed -i 's/% (precision - (exponent % 3) - 1)/% abs(precision - (exponen
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """humanize 4.9.0's sdist from PyPI, unpacked (the repository at the instance's base commit)."""
-    folder = tmp_path_factory.mktemp("humanize")
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                           "--dest", str(folder), SDIST], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.skip(f"PyPI is not reachable for {SDIST}: {done.stderr[-300:]}")
-    (archive,) = folder.glob("humanize-*.tar.gz")
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder, filter="data")
-    return folder / "humanize-4.9.0"
+    return unpacked_sdist(HUMANIZE, tmp_path_factory.mktemp("humanize"))
 
 
 @pytest.fixture(scope="module")
