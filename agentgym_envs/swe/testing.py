@@ -547,10 +547,6 @@ def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: fl
             grading reads them (:func:`rewards.swe.swebench_matches`: the tests whose node id, cut at its first
             whitespace, is the id, or begins with an id cut mid-parameter). The outcomes are keyed by full node
             id either way.
-
-    Returns:
-        The run; see the module's table for when it is ``"error"`` (:attr:`TestRun.reason` names which).
-
         runner: ``"pytest"`` (under the guard), ``"unittest"`` (:data:`UNITTEST_BOOTSTRAP_SOURCE`: unittest's
             dotted ids, or SWE-bench's Django form ``test_f (module.Class)``) or a per-repository command of
             :data:`~tasks.swe.runners.LOG_RUNNERS` (``"django"``, ``"sympy"``: its log parsed, :func:`judge_log_run`).
@@ -559,6 +555,9 @@ def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: fl
         package_roots: The repository's package roots, relative to it (``"."``, ``"src"``), put ahead of the
             interpreter's own packages (an image's install of the repository at ``/testbed`` included).
         test_files: The test files the task's test patch touches (what sympy's runner runs).
+
+    Returns:
+        The run; see the module's table for when it is ``"error"`` (:attr:`TestRun.reason` names which).
 
     Raises:
         ValueError: ``test_ids`` is empty, unknown ``rules`` or an unknown ``runner``.
