@@ -84,12 +84,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 from agentgym_envs.core import TextEnvOptions
 from agentgym_envs.errors import EnvConfigError, SandboxCrashedError
-from agentgym_envs.sandbox import KernelSandbox, SandboxLimits, open_sandbox
+from agentgym_envs.sandbox import KernelSandbox, SandboxLimits
 from agentgym_envs.sandboxed import SandboxEnv
 from agentgym_envs.swe.environment import (
-    EnvironmentBwrapSandbox,
     environment_image,
-    host_environment_tree,
+    environment_sandbox,
     image_testbed_tree,
     require_local_image,
 )
@@ -399,11 +398,8 @@ class SWEEnv(SandboxEnv):
         """A sandbox with the episode's environment: its image on docker, its tree bound on bwrap."""
         if self._environment is None or self._pool is not None:
             return super()._open_sandbox()
-        if self.backend == "bwrap":  # refuse_missing_images refused an image environment on bwrap
-            return EnvironmentBwrapSandbox(host_environment_tree(self._environment), self._limits())
-        if self.backend == "docker":
-            return open_sandbox("docker", self._limits(), image=self._docker_image())
-        raise EnvConfigError(f"task environments need sandbox='docker' or 'bwrap', got {self.backend!r}")
+        # refuse_missing_images refused an image environment on bwrap
+        return environment_sandbox(self.backend, self._environment, self._limits())
 
     def _interpreter(self) -> tuple[str, list[str]]:
         """The episode's interpreter (``""``: the sandbox's own) and the package roots (relative to the repository)

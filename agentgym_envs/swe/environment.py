@@ -62,6 +62,7 @@ from agentgym_envs.sandbox.base import SandboxLimits
 from agentgym_envs.sandbox.bwrap import BwrapSandbox
 from agentgym_envs.sandbox.data_image import PIP_TARGET_ARGS, _commit_with_tree, wheel_cache_root
 from agentgym_envs.sandbox.image import base_image_tag, build_base_image, image_exists
+from agentgym_envs.sandbox.kernel_client import KernelSandbox
 from agentgym_envs.swe.testing import CACHE_DIRS, ENV_SITE, PTH_FILE, TESTBED, prepare_tree, read_tree
 from tasks.swe.environments import RepoEnvironment
 
@@ -358,3 +359,22 @@ class EnvironmentBwrapSandbox(BwrapSandbox):
 
     def _bind_sources(self) -> list[tuple[str, str]]:
         return [*super()._bind_sources(), (str(self.tree), ENV_SITE)]
+
+
+def environment_sandbox(backend: str, environment: RepoEnvironment, limits: SandboxLimits | None = None, *,
+                        log: Callable[[str], object] = logger.info) -> KernelSandbox:
+    """A sandbox with ``environment``: its image on docker (a local image it names, else its built one), its tree
+    bound on bwrap; built first when not cached.
+
+    Raises:
+        EnvConfigError: A backend other than docker and bwrap.
+        ImageBuildError: The environment could not be built (which package, and why).
+        SandboxUnavailableError: The backend does not work here.
+    """
+    from agentgym_envs.sandbox import open_sandbox
+
+    if backend == "bwrap":
+        return EnvironmentBwrapSandbox(host_environment_tree(environment, log=log), limits)
+    if backend == "docker":
+        return open_sandbox("docker", limits, image=environment.image or environment_image(environment, log=log))
+    raise EnvConfigError(f"task environments need sandbox='docker' or 'bwrap', got {backend!r}")

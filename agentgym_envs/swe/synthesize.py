@@ -64,11 +64,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agentgym_envs.errors import SandboxUnavailableError
+from agentgym_envs.errors import ImageBuildError, SandboxUnavailableError
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits, open_sandbox
-from agentgym_envs.swe.testing import TESTBED, PytestConfig, prepare_tree, repo_pytest_config, run_tests
+from agentgym_envs.swe.environment import environment_sandbox
+from agentgym_envs.swe.testing import ENV_SITE, TESTBED, PytestConfig, prepare_tree, repo_pytest_config, run_tests
 from tasks.errors import TaskError
 from tasks.records import Task, read_tasks
+from tasks.swe.environments import RepoEnvironment
 from tasks.swe.instances import SWEInstance, make_instance, write_instances
 from tasks.swe.keep import Judgement, judge_candidate
 from tasks.swe.synthesis import (
@@ -127,6 +129,7 @@ __all__ = [  # the builder's names are re-exported: scripts import them from her
     "refuse_installed",
     "synthesize",
     "task_plan",
+    "validated_tasks",
 ]
 
 DEFAULT_BACKENDS = ("docker", "bwrap")
@@ -140,12 +143,24 @@ SYNTHESIS_LIMITS = SandboxLimits(timeout_s=120.0, memory_mb=2048, pids=128, cpus
 """Room for a real repository's suite (boltons writes .pyc files for 70 modules)."""
 
 
+PYTEST_START = f"""import os, site, sys
+if os.path.isdir({ENV_SITE!r}):  # the repository's environment, ahead of the interpreter's own packages
+    before = list(sys.path)
+    site.addsitedir({ENV_SITE!r})
+    sys.path[:] = [path for path in sys.path if path not in before] + before
+sys.path.insert(0, os.getcwd())
+import pytest
+raise SystemExit(pytest.console_main())"""
+"""``python -c`` code that starts pytest with the repository's environment (its packages and editable install at
+:data:`~agentgym_envs.swe.testing.ENV_SITE`) ahead of the interpreter's own packages, as the grading run's
+bootstrap does."""
+
 OUTPUT_CELL = r'''
 def _agentrl_failing_output(repo, config, test_id, timeout_s, cap, nonce):
     import json, os, subprocess, sys
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.path.dirname(config), "LANG": "C.UTF-8",
            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    command = [sys.executable, "-B", "-m", "pytest", "-p", "no:cacheprovider", "-c", config, "--rootdir", repo,
+    command = [sys.executable, "-B", "-c", @START@, "-p", "no:cacheprovider", "-c", config, "--rootdir", repo,
                "-q", "--tb=short", "--color=no", test_id]
     try:
         output = subprocess.run(command, cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -156,7 +171,8 @@ def _agentrl_failing_output(repo, config, test_id, timeout_s, cap, nonce):
     header = max(text.find("= FAILURES ="), text.find("= ERRORS ="))
     text = text[text.rfind("\n", 0, header) + 1:] if header >= 0 else text
     print(nonce + ":" + json.dumps({"output": text[-cap:]}))
-'''
+'''.replace("@START@", repr(PYTEST_START))
+"""A cell that prints the failure output of one test (pytest started by :data:`PYTEST_START`)."""
 
 
 def failure_section(output: str) -> str:
@@ -192,24 +208,30 @@ def failing_output(sandbox: KernelSandbox, test_id: str, config: PytestConfig, *
 
 
 @contextlib.contextmanager
-def open_backends(backends: Sequence[str] | None = None, *, limits: SandboxLimits = SYNTHESIS_LIMITS,
+def open_backends(backends: Sequence[str] | None = None, *, environment: RepoEnvironment | None = None,
+                  limits: SandboxLimits = SYNTHESIS_LIMITS,
                   log: Callable[[str], object] = print) -> Iterator[dict[str, KernelSandbox]]:
     """One sandbox per backend, closed on exit.
 
     Args:
         backends: The backends to use, all of which must work; ``None``: those of :data:`DEFAULT_BACKENDS` that
             work here (said through ``log``), at least one.
+        environment: The repository's environment (a :class:`~tasks.swe.synthesis.SuiteSource`'s): each sandbox
+            has it (its image on docker, its tree on bwrap; built first when not cached); ``None``: the plain
+            sandbox.
         limits: The sandboxes' limits.
-        log: Where notes go.
+        log: Where notes and build lines go.
 
     Raises:
         SandboxUnavailableError: A requested backend does not work here, or none of the defaults does.
+        ImageBuildError: The environment could not be built (which package, and why).
     """
     sandboxes: dict[str, KernelSandbox] = {}
     try:
         for backend in backends or DEFAULT_BACKENDS:
             try:
-                sandboxes[backend] = open_sandbox(backend, limits)
+                sandboxes[backend] = (open_sandbox(backend, limits) if environment is None
+                                      else environment_sandbox(backend, environment, limits, log=log))
             except SandboxUnavailableError as error:
                 if backends:
                     raise
@@ -472,27 +494,36 @@ def refuse_installed(source: SuiteSource, sandboxes: Mapping[str, KernelSandbox]
                 "choose another repository")
 
 
-def build_bundle(folder: Path, sandboxes: Mapping[str, KernelSandbox], *,
+def build_bundle(folder: Path, backends: Sequence[str] = DEFAULT_BACKENDS, *,
                  plan: Mapping[str, Sequence[tuple[str, int, int]]] = BUNDLE_PLAN,
                  log: Callable[[str], object] = print) -> dict[str, Any]:
     """Synthesize the bundled splits into ``folder`` (``<split>.jsonl`` and ``MANIFEST.json``).
 
-    Each repository's tasks are also kept in ``folder/.partial/`` as they are made, so a build that stops
-    goes on where it stopped; the folder is removed at the end.
+    Each repository runs in its own environment (its sandboxes opened for it on every backend of ``backends``,
+    all of which must work). Its instances are then validated on every backend as a user's would be
+    (:func:`agentgym_envs.swe.validation.validate`: the fix and no change graded by SWEEnv in the task's
+    environment); only those usable on every backend are kept, and the manifest's record of the repository counts
+    the others per backend and reason. Each repository's tasks are also kept in ``folder/.partial/`` as they are
+    made, so a build that stops goes on where it stopped; the folder is removed at the end.
 
     Returns:
         The manifest written.
+
+    Raises:
+        SandboxUnavailableError: A backend does not work here.
+        ImageBuildError: A repository's environment could not be built.
+        SynthesisError: A repository's clean suite does not run cleanly.
     """
     partial = folder / ".partial"
     partial.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
-        "env": "SWE", "backends": list(sandboxes), "runs_per_tree": RUNS_PER_TREE, "pins": {}, "splits": {},
+        "env": "SWE", "backends": list(backends), "runs_per_tree": RUNS_PER_TREE, "pins": {}, "splits": {},
         "generator_versions": {"synthesis": SYNTHESIS_VERSION, "libcst": importlib.metadata.version("libcst")},
         "plan": {split: [list(entry) for entry in entries] for split, entries in plan.items()}}
     for split, entries in plan.items():
         tasks: list[Task] = []
         for name, count, seed in entries:
-            pin_tasks, manifest["pins"][name] = _pin_tasks(partial, split, name, count, seed, sandboxes, log)
+            pin_tasks, manifest["pins"][name] = _pin_tasks(partial, split, name, count, seed, backends, log)
             tasks += pin_tasks
         write_tasks(tasks, folder / f"{split}.jsonl")
         manifest["splits"][split] = bundle_entry(tasks, f"{split}.jsonl", [name for name, _, _ in entries])
@@ -502,21 +533,44 @@ def build_bundle(folder: Path, sandboxes: Mapping[str, KernelSandbox], *,
     return manifest
 
 
-def _pin_tasks(partial: Path, split: str, name: str, count: int, seed: int, sandboxes: Mapping[str, KernelSandbox],
+def _pin_tasks(partial: Path, split: str, name: str, count: int, seed: int, backends: Sequence[str],
                log: Callable[[str], object]) -> tuple[list[Task], dict[str, Any]]:
-    """One repository's tasks and manifest record, from ``partial`` if an earlier build made them."""
+    """One repository's validated tasks and manifest record, from ``partial`` if an earlier build made them."""
     tasks_file, record_file = partial / f"{name}.jsonl", partial / f"{name}.json"
     if tasks_file.is_file() and record_file.is_file():
         return read_tasks(tasks_file), json.loads(record_file.read_text(encoding="utf-8"))
     source = pin_source(name)
-    report = synthesize(source, SynthesisSettings(count=count, seed=seed, max_candidates=MAX_CANDIDATES_PER_TASK *
-                                                  count), sandboxes, log=log)
+    settings = SynthesisSettings(count=count, seed=seed, max_candidates=MAX_CANDIDATES_PER_TASK * count)
+    with open_backends(backends, environment=source.environment, log=log) as sandboxes:
+        report = synthesize(source, settings, sandboxes, log=log)
     log(f"{split}/{name}:\n{report.summary()}")
-    tasks = report_tasks(source, report)
-    record = pin_record(source, report, split, seed)
+    started = time.monotonic()
+    tasks, validation = validated_tasks(report_tasks(source, report), backends)
+    report.seconds["validation"] = time.monotonic() - started
+    report.seconds["total"] += report.seconds["validation"]
+    record = {**pin_record(source, report, split, seed), "validation": validation}
+    log(f"{split}/{name}: {len(tasks)} of {len(report.instances)} instances usable on {', '.join(backends)}")
     write_tasks(tasks, tasks_file)
     record_file.write_text(json.dumps(record), encoding="utf-8")
     return tasks, record
+
+
+def validated_tasks(tasks: Sequence[Task], backends: Sequence[str]) -> tuple[list[Task], dict[str, Any]]:
+    """The tasks usable on every backend (:func:`~agentgym_envs.swe.validation.validate`, strict rules; the
+    backends validate at the same time), and a summary: verdicts per backend (reason -> count) and how many were
+    dropped."""
+    from agentgym_envs.swe.validation import validate
+
+    with ThreadPoolExecutor(max_workers=len(backends), thread_name_prefix="swe-validation") as pool:
+        reports = dict(zip(backends, pool.map(lambda backend: validate(tasks, sandbox=backend), backends),
+                           strict=True))
+    usable = {task.id for task in tasks}
+    summary: dict[str, Any] = {}
+    for backend, report in reports.items():
+        summary[backend] = dict(sorted(report["summary"].items()))
+        usable &= {task_id for task_id, verdict in report["instances"].items() if verdict["usable"]}
+    kept = [task for task in tasks if task.id in usable]
+    return kept, {"per_backend": summary, "dropped": len(tasks) - len(kept)}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -562,19 +616,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.bundle is None) == (args.out is None):
         parser.error("expected --out FILE with --pin or --path, and no --out with --bundle")
     backends = args.backends.split(",") if args.backends else None
-    if args.bundle is not None:
-        with open_backends(backends) as sandboxes:
-            manifest = build_bundle(args.bundle, sandboxes)
-        print(f"wrote the SWE bundle to {args.bundle} in {manifest['build_seconds']:.0f} s: "
-              + ", ".join(f"{split} {entry['count']}" for split, entry in manifest["splits"].items()))
-        return 0
     try:
+        if args.bundle is not None:
+            manifest = build_bundle(args.bundle, backends or DEFAULT_BACKENDS)
+            print(f"wrote the SWE bundle to {args.bundle} in {manifest['build_seconds']:.0f} s: "
+                  + ", ".join(f"{split} {entry['count']}" for split, entry in manifest["splits"].items()))
+            return 0
         source = _source(args)
         settings = SynthesisSettings(count=args.count, seed=args.seed, timeout_s=args.timeout,
                                      max_candidates=args.max_candidates)
-        with open_backends(backends) as sandboxes:
+        with open_backends(backends, environment=source.environment) as sandboxes:
             report = synthesize(source, settings, sandboxes)
-    except (SynthesisError, TaskError, SandboxUnavailableError) as error:
+    except (SynthesisError, TaskError, SandboxUnavailableError, ImageBuildError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -225,20 +225,21 @@ def pypi_source(spec: RepoSpec) -> dict[str, str]:
 
 
 def with_pin_environment(task: Task) -> Task:
-    """A planted-bug task with ``metadata["environment"]``: the environment derived from its pin's metadata
-    (:func:`~tasks.swe.environments.derive_environment`), so that it runs in its repository's own installed
-    environment as a SWE-bench task does (the speed and stress benchmarks' per-repository setting).
+    """A planted-bug task with ``metadata["environment"]``: its pin's environment
+    (:func:`~tasks.swe.repos.pin_environment`, which the synthesizer records in the tasks it makes), so that it
+    runs in its repository's own installed environment as a SWE-bench task does (for tasks made before the
+    synthesizer recorded it).
 
     Raises:
         TaskError: The task's repository is not a pin, or the pin cannot be fetched.
     """
-    from tasks.swe.repos import pin, repository_files
+    from tasks.swe.repos import pin, pin_environment, repository_files
 
     source = task.metadata.get("repo_source") or {}
     if source.get("kind") != "pypi":
         raise TaskError(f"expected a planted-bug task on a pin, got {task.id} from {dict(source)}")
-    environment = derive_environment(str(task.metadata.get("repo")), str(source.get("version")),
-                                     repository_files(pin(str(source["name"]))))
+    spec = pin(str(source["name"]))
+    environment = pin_environment(spec, repository_files(spec))
     return replace(task, metadata={**task.metadata, "environment": environment.to_dict()})
 
 

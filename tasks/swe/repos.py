@@ -1,14 +1,19 @@
 """The real repositories SWE tasks are made from: small pure-Python PyPI packages pinned by version and sha256.
 
 Each pin (:data:`PINS`) is a package whose source distribution ships its test suite, and whose suite passed
-here, in a few seconds, with nothing installed but pytest 7.2 (what the sandbox image has, from Debian
-bookworm) when run from the unpacked sdist as
+here, in a few seconds, when run from the unpacked sdist as
 
     python -m pytest -q -p no:cacheprovider -c <an empty ini file> --rootdir . <spec.test_paths>
 
-The empty config matters: some packages' own pytest config asks for plugins the image lacks (parse's
-``addopts`` asks for pytest-cov). Nothing here runs a test suite: the numbers in the pins are what was
-measured when they were chosen.
+with the sandbox's own pytest and nothing installed but the pin's ``requirements`` (its runtime and test
+dependencies, pinned) and the package itself. The empty config matters: some packages' own pytest config asks
+for plugins the image lacks (parse's ``addopts`` asks for pytest-cov). Nothing here runs a test suite: the
+numbers in the pins are what was measured when they were chosen.
+
+A pin's tests run in its own per-repository environment (:func:`pin_environment`): the one
+:func:`~tasks.swe.environments.derive_environment` derives from the sdist's metadata (a ``src/`` layout's package
+root, the distribution's name and version for ``importlib.metadata``), with the pin's ``requirements`` in place of
+the derived list, which names test tooling unpinned (toolz's ``coverage``, ``pycodestyle`` and ``pytest``).
 
 Sdists are fetched with ``pip download`` into a cache outside the repository (:func:`cache_folder`), checked
 against their pinned sha256 on every use, and never committed. :func:`repository_files` gives a pin's
@@ -25,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import subprocess
@@ -37,6 +43,7 @@ from pathlib import Path, PurePosixPath
 
 from tasks.errors import TaskError, UnknownTaskError, did_you_mean
 from tasks.progress import reported
+from tasks.swe.environments import RepoEnvironment, derive_environment
 
 CACHE_ENV = "AGENTRL_SWE_CACHE"
 """Environment variable naming the sdist cache folder; the default is ``~/.cache/agentrl/swe/sdists``."""
@@ -60,9 +67,12 @@ class RepoSpec:
         source_folders: The library code that bugs are planted in: package folders or single modules,
             relative to the repository root. Test files under them are never mutated.
         test_paths: What to hand pytest to run the whole suite, relative to the repository root.
-        suite_seconds: Wall time of the whole suite measured here when the pin was chosen (pytest 7.2.1,
-            Python 3.11, 2 cores; process start included).
+        suite_seconds: Wall time of the whole suite measured here when the pin was chosen (Python 3.11, 2
+            cores; process start included; pytest 7.2.1 for the first six pins, the host's pytest 9.0 for the
+            later ones).
         tests_passed: How many tests passed in that run (the rest were skipped).
+        requirements: What pip installs into the pin's environment for its suite: its runtime and test
+            dependencies, each pinned with ``==`` (:func:`pin_environment`); pytest itself is the sandbox's.
     """
 
     name: str
@@ -73,6 +83,7 @@ class RepoSpec:
     test_paths: tuple[str, ...]
     suite_seconds: float
     tests_passed: int
+    requirements: tuple[str, ...] = ()
 
     @property
     def requirement(self) -> str:
@@ -100,9 +111,38 @@ PINS: dict[str, RepoSpec] = {
                  "MIT", ("parse",), ("tests",), suite_seconds=0.28, tests_passed=109),
         RepoSpec("boltons", "26.2.0", "d39cfd15c1a1c3bd4d705c82252fa9edb8e4f5e8cc039f8e39afac7b1b47e92c",
                  "BSD-3-Clause", ("boltons",), ("tests",), suite_seconds=2.3, tests_passed=519),
+        RepoSpec("humanize", "4.9.0", "582a265c931c683a7e9b8ed9559089dea7edcf6cc95be39a3cbc2c5d5ac2bcfa", "MIT",
+                 ("src/humanize",), ("tests",), suite_seconds=1.3, tests_passed=550,
+                 requirements=("freezegun==1.5.5", "python-dateutil==2.9.0.post0")),
+        RepoSpec("freezegun", "1.5.5", "ac7742a6cc6c25a2c35e9292dfd554b897b517d2dec26891a2e8debf205cb94a",
+                 "Apache-2.0", ("freezegun",), ("tests",), suite_seconds=1.6, tests_passed=141,
+                 requirements=("python-dateutil==2.9.0.post0",)),
+        RepoSpec("face", "26.0.1", "8183d94bc248baaea855a9f8445f97a22a9988908e60abddccc6e251da77c4c6",
+                 "BSD-3-Clause", ("face",), ("face/test",), suite_seconds=0.46, tests_passed=66,
+                 requirements=("boltons==26.2.0",)),
+        RepoSpec("python-slugify", "9.2.0", "cee32948083476013804de1667724fb1362dacb71e47b1d5d92adf8db6ee3298",
+                 "MIT", ("slugify",), ("tests",), suite_seconds=1.3, tests_passed=140,
+                 requirements=("text-unidecode==1.3",)),
+        RepoSpec("funcy", "2.1", "8979feb3de7120afd1d00e5a8eae810c1942e4bfbc91697151e9ee1e49f79284",
+                 "BSD-3-Clause", ("funcy",), ("tests",), suite_seconds=0.76, tests_passed=219,
+                 requirements=("whatever==0.7",)),
+        RepoSpec("isodate", "0.7.2", "4cd1aa0f43ca76f4a6c6c0292a85f40b35ec2e43e315b59f06e6d32171a953e6",
+                 "BSD-3-Clause", ("src/isodate",), ("tests",), suite_seconds=0.53, tests_passed=280),
+        RepoSpec("semver", "3.1.2", "bea193552413194252d33ff26ce0962b76669bd1c6fb17e8e203ac37f072feaf",
+                 "BSD-3-Clause", ("src/semver",), ("tests",), suite_seconds=1.0, tests_passed=515),
+        RepoSpec("simpleeval", "1.0.8", "b417f869c11f2de034eb919820a825f35d12ce99f63a43971947ce73679eb9ba",
+                 "MIT", ("simpleeval.py",), ("tests",), suite_seconds=0.65, tests_passed=160),
+        RepoSpec("addict", "2.4.0", "b3b2210e0e067a281f5646c8c5db92e99b7231ea8b0eb5f74dbdf9e259d4e494",
+                 "MIT", ("addict",), ("test_addict.py",), suite_seconds=0.40, tests_passed=128),
+        RepoSpec("schema", "0.7.8", "e86cc08edd6fe6e2522648f4e47e3a31920a76e82cce8937535422e310862ab5",
+                 "MIT", ("schema",), ("test_schema.py",), suite_seconds=0.61, tests_passed=118),
+        RepoSpec("sqlparse", "0.6.1", "ca722573f848ff2d30e40ea30f53a104b7dea7635ea9285891263eb2c58fb6e7",
+                 "BSD-3-Clause", ("sqlparse",), ("tests",), suite_seconds=4.3, tests_passed=537),
     )
 }
-"""The pinned repositories by PyPI name, smallest suite first except boltons (the largest library)."""
+"""The pinned repositories by PyPI name: the first six dependency-free with the package at the root; humanize,
+isodate and semver have a ``src/`` layout; humanize (freezegun), freezegun (python-dateutil), face (boltons),
+python-slugify (text-unidecode) and funcy (whatever, a test-only dependency) need packages installed."""
 
 
 def pin(name: str) -> RepoSpec:
@@ -115,6 +155,25 @@ def pin(name: str) -> RepoSpec:
         raise UnknownTaskError(f"expected a pinned repository in {sorted(PINS)}, got {name!r}"
                                f"{did_you_mean(name, PINS)}")
     return PINS[name]
+
+
+def pin_environment(spec: RepoSpec, files: Mapping[str, bytes]) -> RepoEnvironment:
+    """The environment a pin's tests run in: derived from its sdist's metadata (package root, distribution name,
+    version), with the pin's ``requirements`` in place of the derived ones.
+
+    Args:
+        spec: The pin.
+        files: Its source tree (:func:`repository_files`).
+
+    Example:
+        >>> files = {"src/demo/__init__.py": b"", "pyproject.toml": b'[project]\\nname = "demo"\\n'}
+        >>> spec = RepoSpec("demo", "1.0", "", "MIT", ("src/demo",), ("tests",), 0.0, 0, ("idna==3.10",))
+        >>> environment = pin_environment(spec, files)
+        >>> environment.repo, environment.requirements, environment.package_roots, environment.dist_version
+        ('pypi/demo', ('idna==3.10',), ('src',), '1.0')
+    """
+    derived = derive_environment(spec.repo, spec.version, files)
+    return dataclasses.replace(derived, requirements=spec.requirements)
 
 
 def cache_folder() -> Path:

@@ -41,9 +41,10 @@ from typing import Any
 from tasks.errors import TaskError
 from tasks.records import Task
 from tasks.swe.bugs import Bug, bug_candidates, plant
+from tasks.swe.environments import RepoEnvironment, derive_environment
 from tasks.swe.instances import SWEInstance, difficulty_of, pypi_source
 from tasks.swe.keep import Judgement
-from tasks.swe.repos import RepoSpec, folder_files, library_files, pin, repository_files
+from tasks.swe.repos import RepoSpec, folder_files, library_files, pin, pin_environment, repository_files
 
 __all__ = [
     "BUNDLE_FOLDER",
@@ -124,16 +125,20 @@ class SuiteSource:
         library: The files bugs may be planted in.
         repo_source: The tasks' ``metadata["repo_source"]``; its ``"pytest_config"`` (``"empty"`` or
             ``"repository"``) says which pytest configuration every run uses.
+        environment: The per-repository environment every run of its suite uses, and its tasks' grading
+            (``metadata["environment"]``): a pin's :func:`~tasks.swe.repos.pin_environment`, a folder's derived one.
     """
 
     spec: RepoSpec
     files: Mapping[str, bytes]
     library: tuple[str, ...]
     repo_source: Mapping[str, Any]
+    environment: RepoEnvironment
 
 
 def pin_source(name: str) -> SuiteSource:
-    """A pinned repository (fetched with pip into the cache if needed), run with an empty pytest configuration.
+    """A pinned repository (fetched with pip into the cache if needed), run with an empty pytest configuration in
+    its own environment (:func:`~tasks.swe.repos.pin_environment`).
 
     Raises:
         UnknownTaskError: No such pin.
@@ -143,12 +148,14 @@ def pin_source(name: str) -> SuiteSource:
     files = repository_files(spec)
     library = tuple(sorted(library_files(files, spec.source_folders, spec.test_paths)))
     return SuiteSource(spec=spec, files=files, library=library,
-                       repo_source={**pypi_source(spec), "pytest_config": "empty"})
+                       repo_source={**pypi_source(spec), "pytest_config": "empty"},
+                       environment=pin_environment(spec, files))
 
 
 def folder_source(folder: str | Path, source_folders: Sequence[str], test_paths: Sequence[str], *,
                   name: str | None = None, own_config: bool = True) -> SuiteSource:
-    """A repository folder of the user's.
+    """A repository folder of the user's, run in the environment derived from its metadata
+    (:func:`~tasks.swe.environments.derive_environment`: its dependencies, a ``src/`` layout).
 
     Args:
         folder: The repository's root.
@@ -170,7 +177,8 @@ def folder_source(folder: str | Path, source_folders: Sequence[str], test_paths:
                          suite_seconds=0.0, tests_passed=0)
     return SuiteSource(spec=spec, files=files, library=library,
                        repo_source={"kind": "path", "path": str(root),
-                                    "pytest_config": "repository" if own_config else "empty"})
+                                    "pytest_config": "repository" if own_config else "empty"},
+                       environment=derive_environment(spec.repo, spec.version, files))
 
 
 @dataclass(frozen=True)
@@ -321,12 +329,13 @@ def top_level_modules(library: Iterable[str]) -> list[str]:
 
 def report_tasks(source: SuiteSource, report: SynthesisReport) -> list[Task]:
     """A report's instances as tasks (family ``"synthetic"``, with ``repo_source``), their slot's ``hint_level`` and
-    ``bugs`` added to the metadata."""
+    ``bugs`` and the source's ``environment`` (which grading runs them in) added to the metadata."""
     tasks = []
     for instance, slot in zip(report.instances, report.slots, strict=True):
         task = instance.to_task(source.repo_source, family="synthetic")
         tasks.append(dataclasses.replace(task, metadata={**task.metadata, "hint_level": slot.level,
-                                                         "bugs": slot.bugs}))
+                                                         "bugs": slot.bugs,
+                                                         "environment": source.environment.to_dict()}))
     return tasks
 
 

@@ -25,6 +25,7 @@ from tasks.swe.repos import (
     is_test_file,
     library_files,
     pin,
+    pin_environment,
     repository_files,
     sha256_of,
 )
@@ -42,11 +43,34 @@ needs_pypi = pytest.mark.skipif(not pypi_reachable(), reason="PyPI cannot be rea
 
 
 def test_pins_are_complete() -> None:
-    assert 4 <= len(PINS) <= 6
+    assert len(PINS) >= 12
     for name, spec in PINS.items():
-        assert spec.name == name and len(spec.sha256) == 64 and spec.license in ("MIT", "BSD-3-Clause")
+        assert spec.name == name and len(spec.sha256) == 64
+        assert spec.license in ("MIT", "BSD-3-Clause", "Apache-2.0")
         assert spec.source_folders and spec.test_paths and spec.suite_seconds < 5 and spec.tests_passed > 50
         assert spec.requirement == f"{name}=={spec.version}" and spec.repo == f"pypi/{name}"
+        # an environment's requirements are pinned, so that every build installs the same packages
+        assert all("==" in requirement for requirement in spec.requirements), spec.requirements
+    assert sum(bool(spec.requirements) for spec in PINS.values()) >= 3
+    assert sum(folder.startswith("src/") for spec in PINS.values() for folder in spec.source_folders) >= 3
+
+
+@needs_pypi
+@pytest.mark.parametrize(("name", "requirements", "roots"), [
+    ("toolz", (), (".",)),  # derived: coverage, pycodestyle and pytest, unpinned; the pin's () replaces them
+    ("isodate", (), ("src",)),  # a src layout, no dependency
+    ("face", ("boltons==26.2.0",), (".",)),  # a runtime dependency
+    ("funcy", ("whatever==0.7",), (".",)),  # a test-only dependency
+    ("humanize", ("freezegun==1.5.5", "python-dateutil==2.9.0.post0"), ("src",)),  # both
+])
+def test_a_pins_environment_is_derived_with_its_own_requirements(name: str, requirements: tuple[str, ...],
+                                                                 roots: tuple[str, ...]) -> None:
+    spec = PINS[name]
+    environment = pin_environment(spec, repository_files(spec))
+    assert (environment.repo, environment.version, environment.dist_version) == (spec.repo, spec.version,
+                                                                                  spec.version)
+    assert environment.requirements == requirements and environment.package_roots == roots
+    assert environment.dist_name.lower() == name and environment.test_runner == "pytest"
 
 
 def test_unknown_pin() -> None:

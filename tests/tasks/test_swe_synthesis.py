@@ -10,6 +10,7 @@ import pytest
 
 from tasks import load_split
 from tasks.splits import bundle_manifest
+from tasks.swe.environments import RepoEnvironment
 from tasks.swe.instances import SWEInstance
 from tasks.swe.keep import Judgement
 from tasks.swe.repos import PINS
@@ -105,6 +106,8 @@ def test_a_folder_source_reads_the_library_and_records_the_configuration(tmp_pat
     assert source.spec.repo == "local/calc" and source.spec.test_paths == ("tests",)
     assert source.repo_source == {"kind": "path", "path": str((tmp_path / "calc").resolve()),
                                   "pytest_config": "repository"}
+    # its environment is derived from its metadata (none here: no requirement, the package at the root)
+    assert source.environment == RepoEnvironment("local/calc", "local", (), (".",), "calc", "0")
     empty = folder_source(tmp_path / "calc", ["calc"], [], own_config=False)  # candidates need no suite
     assert empty.repo_source["pytest_config"] == "empty" and empty.spec.name == "calc"
     with pytest.raises(SynthesisError, match=r"expected Python library files under \['lib'\]"):
@@ -117,10 +120,14 @@ def test_report_tasks_records_each_slot() -> None:
                            PASS_TO_PASS=("t::b",), difficulty=3)
     report = SynthesisReport(instances=[instance], slots=[Slot(level=2, bugs=2)])
     spec = LocalRepoSpec("calc", "local", "", "", ("calc",), ("tests",), suite_seconds=0.0, tests_passed=0)
+    environment = RepoEnvironment("local/calc", "local", ("idna==3.10",), ("src",), "calc")
     source = SuiteSource(spec=spec, files=REPO, library=("calc/ops.py",),
-                         repo_source={"kind": "path", "path": "/src/calc", "pytest_config": "repository"})
+                         repo_source={"kind": "path", "path": "/src/calc", "pytest_config": "repository"},
+                         environment=environment)
     (task,) = report_tasks(source, report)
     assert (task.env, task.family, task.difficulty) == ("SWE", "synthetic", 3)
     assert (task.metadata["hint_level"], task.metadata["bugs"]) == (2, 2)
+    # grading runs it where it was synthesized
+    assert RepoEnvironment.from_dict(task.metadata["environment"]) == environment
     assert task.metadata["repo_source"] == {"kind": "path", "path": "/src/calc", "pytest_config": "repository"}
 

@@ -16,7 +16,9 @@ from agentgym_envs.swe.synthesize import (
     Synthesizer,
     failure_section,
     main,
+    open_backends,
     refuse_installed,
+    report_tasks,
     synthesize,
 )
 from agentgym_envs.swe.testing import prepare_tree, run_tests
@@ -198,6 +200,35 @@ def test_the_command_line_writes_tasks_read_tasks_reads(tmp_path: Path, sandboxe
 def test_the_command_line_says_what_a_folder_lacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["--path", str(tmp_path), "--tests", "tests", "--out", str(tmp_path / "x.jsonl")])
     assert code == 2 and "expected --source PKG and --tests PATH with --path" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker),
+                                     pytest.param("bwrap", marks=pytest.mark.bwrap)])
+def test_a_pin_with_a_dependency_and_a_src_layout_is_synthesized_in_its_own_environment(
+        backend: str, backend_problems: dict[str, str | None]) -> None:
+    require_backend(backend, backend_problems)
+    source = pin_source("humanize")  # src/humanize; its tests import freezegun; its version is read from metadata
+    assert source.environment.package_roots == ("src",) and "freezegun==1.5.5" in source.environment.requirements
+    # in the plain sandbox its suite does not even import
+    with open_backends([backend]) as plain:
+        synthesizer = Synthesizer(source, SynthesisSettings(count=1, seed=0), plain, log=print)
+        try:
+            with pytest.raises(SynthesisError, match="expected the clean suite of pypi/humanize to run"):
+                synthesizer.run_clean()
+        finally:
+            synthesizer.close()
+    with open_backends([backend], environment=source.environment) as sandboxes:
+        report = synthesize(source, SynthesisSettings(count=1, seed=0, max_candidates=12), sandboxes, log=print)
+    (instance,) = report.instances
+    assert instance.difficulty == 1 and instance.FAIL_TO_PASS[0].startswith("tests/")
+    # level 3 quotes the failing test's output, run in the environment too: the test ran, nothing failed to import
+    test_name = instance.FAIL_TO_PASS[0].split("::")[-1].split("[")[0]
+    assert f"_ {test_name}" in instance.problem_statement, instance.problem_statement
+    assert not any(error in instance.problem_statement for error in ("ModuleNotFoundError", "ImportError",
+                                                                     "PackageNotFoundError"))
+    (task,) = report_tasks(source, report)
+    assert task.metadata["environment"] == source.environment.to_dict()  # grading runs it there as well
 
 
 def test_a_repository_the_sandbox_python_already_has_is_refused(sandboxes: dict[str, KernelSandbox]) -> None:
