@@ -5,10 +5,9 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from tasks.swe.repos import RepoSpec, fetch_sdist
+from tasks.swe.repos import PINS, RepoSpec, fetch_sdist
 
-HUMANIZE = RepoSpec("humanize", "4.9.0", "582a265c931c683a7e9b8ed9559089dea7edcf6cc95be39a3cbc2c5d5ac2bcfa", "MIT",
-                    ("src/humanize",), ("tests",), suite_seconds=0.0, tests_passed=0)
+HUMANIZE = PINS["humanize"]
 """humanize 4.9.0: a ``src/`` layout, a test-only dependency (freezegun), parametrize ids with spaces."""
 DJANGO = RepoSpec("Django", "5.1.4", "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a",
                   "BSD-3-Clause", ("django",), ("tests",), suite_seconds=0.0, tests_passed=0)
