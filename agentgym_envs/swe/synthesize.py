@@ -2,7 +2,11 @@
 
 The env-layer half of the one SWE task builder, :mod:`tasks.swe.synthesis`: that module says how a repository
 becomes tasks (its source, the candidate bugs, the slots, the verdicts combined across backends, the tasks and
-the bundle's manifest); this one runs the suites. For one repository (:func:`~tasks.swe.synthesis.pin_source`,
+the bundle's manifest); this one runs the suites. Every run of a repository's suite is in its own
+per-repository environment (the source's ``environment``: a pin's pinned requirements and editable install, a
+``src/`` layout's package root; :func:`open_backends` opens its image on docker and binds its tree on bwrap, built
+once per environment as ``python -m agentgym_envs.swe env build`` builds it), and its tasks record it, so that
+grading runs them there too. For one repository (:func:`~tasks.swe.synthesis.pin_source`,
 :func:`~tasks.swe.synthesis.folder_source`):
 
 1. the clean suite runs :data:`~tasks.swe.synthesis.RUNS_PER_TREE` times on each backend (docker and bubblewrap
@@ -31,7 +35,7 @@ Usage::
 
     python -m agentgym_envs.swe.synthesize --pin toolz --count 20 --seed 0 --out tasks.jsonl [--backends docker,bwrap]
     python -m agentgym_envs.swe.synthesize --path ~/src/mylib --source mylib --tests tests --count 10 --out mine.jsonl
-    python -m agentgym_envs.swe.synthesize --bundle            # rebuild tasks/data/swe/ (about 20 minutes)
+    python -m agentgym_envs.swe.synthesize --bundle            # rebuild tasks/data/swe/ (see build_bundle)
 
 The output is task JSONL (:func:`tasks.read_tasks`; an env's ``tasks=``), or SWE-bench instances with
 ``--format swebench``; kept and dropped counts per reason and the timings are printed. The builder's names
@@ -39,7 +43,7 @@ The output is task JSONL (:func:`tasks.read_tasks`; an env's ``tasks=``), or SWE
 
 Example:
     >>> source = pin_source("toolz")                                          # doctest: +SKIP
-    >>> with open_backends(["bwrap"]) as sandboxes:                           # doctest: +SKIP
+    >>> with open_backends(["bwrap"], environment=source.environment) as sandboxes:  # doctest: +SKIP
     ...     report = synthesize(source, SynthesisSettings(count=5, seed=0), sandboxes)
     >>> report.summary()                                                      # doctest: +SKIP
 """

@@ -227,8 +227,8 @@ def pypi_source(spec: RepoSpec) -> dict[str, str]:
 def with_pin_environment(task: Task) -> Task:
     """A planted-bug task with ``metadata["environment"]``: its pin's environment
     (:func:`~tasks.swe.repos.pin_environment`, which the synthesizer records in the tasks it makes), so that it
-    runs in its repository's own installed environment as a SWE-bench task does (for tasks made before the
-    synthesizer recorded it).
+    runs in its repository's own installed environment as a SWE-bench task does; a task that has one (every task
+    the synthesizer makes) is returned as it is.
 
     Raises:
         TaskError: The task's repository is not a pin, or the pin cannot be fetched.
@@ -238,6 +238,8 @@ def with_pin_environment(task: Task) -> Task:
     source = task.metadata.get("repo_source") or {}
     if source.get("kind") != "pypi":
         raise TaskError(f"expected a planted-bug task on a pin, got {task.id} from {dict(source)}")
+    if task.metadata.get("environment"):
+        return task
     spec = pin(str(source["name"]))
     environment = pin_environment(spec, repository_files(spec))
     return replace(task, metadata={**task.metadata, "environment": environment.to_dict()})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -24,6 +25,7 @@ from tasks.swe.instances import (
     pypi_source,
     read_instances,
     tree_digest,
+    with_pin_environment,
     write_instances,
 )
 from tasks.swe.keep import judge_candidate
@@ -91,6 +93,15 @@ def test_a_planted_instance() -> None:
     assert "`calc.ops.half`" in instance.problem_statement and "//" not in instance.problem_statement
     assert instance.instance_id.startswith("toolz__toolz-1.2.0-")
     assert planted_instance()[0] == instance  # deterministic
+
+
+def test_a_planted_task_gets_its_pins_environment_unless_it_has_one() -> None:
+    instance, _ = planted_instance()
+    task = instance.to_task(pypi_source(PINS["face"]), family="synthetic")
+    environment = with_pin_environment(task).metadata["environment"]  # fetches face's sdist (cached)
+    assert (environment["repo"], environment["requirements"]) == ("pypi/face", ["boltons==26.2.0"])
+    own = dataclasses.replace(task, metadata={**task.metadata, "environment": {"repo": "me/mine"}})
+    assert with_pin_environment(own) is own  # the synthesizer's record is kept as it is
 
 
 def test_a_dropped_bug_makes_no_instance() -> None:
