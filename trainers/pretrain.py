@@ -66,7 +66,7 @@ from trainers.tiny_model import TinyModelConfig, default_model_dir, load_or_buil
 
 PRETRAIN_WORLD_SEED = 9001
 """Seed of the world whose articles are echoed (the bundled world uses another seed)."""
-ECHO_FORMAT = 8
+ECHO_FORMAT = 9
 """Version of the echo curriculum (part of the cache folder's name)."""
 
 
@@ -83,14 +83,17 @@ class EchoPretraining:
         random_max_steps: Most optimizer steps of phase 1.
         sentence_steps: Optimizer steps on sentences with substituted tokens (phase 2; no target: it adds the
             text's own tokens to a copy that phase 1 made).
+        number_steps: Optimizer steps on lines of random numbers (phase 3; no target: it teaches copying a
+            sequence whose tokens repeat, as the digit tokens of numbers do).
         report_target: Accuracy on the drills whose answer is a number that ends phase 3.
         report_max_steps: Most optimizer steps of phase 3.
         window: Last steps each phase's accuracy is averaged over.
         batch_size: Sequences per step.
         learning_rate: AdamW learning rate of phase 1.
         sentence_learning_rate: AdamW learning rate of phase 2.
-        report_learning_rate: AdamW learning rate of phase 3.
-        report_beta2: AdamW's second-moment decay in phase 3 (the other phases keep torch's 0.999).
+        number_learning_rate: AdamW learning rate of phase 3.
+        report_learning_rate: AdamW learning rate of phase 4.
+        report_beta2: AdamW's second-moment decay in phase 4 (the other phases keep torch's 0.999).
         substitution: Share of each sentence's tokens replaced by random ordinary tokens in phase 2.
         seed: Seed of the draws. Seeds and kernel paths differ in the steps a phase takes (measured in
             ``docs/pretraining.md``); a build whose phase misses its target stops with :class:`PretrainingError`.
@@ -99,12 +102,14 @@ class EchoPretraining:
     random_target: float = 0.95
     random_max_steps: int = 2000
     sentence_steps: int = 300
+    number_steps: int = 300
     report_target: float = 0.9
     report_max_steps: int = 3000
     window: int = 20
     batch_size: int = 32
     learning_rate: float = 3e-3
     sentence_learning_rate: float = 1e-3
+    number_learning_rate: float = 1e-3
     report_learning_rate: float = 3e-3
     report_beta2: float = 0.95
     substitution: float = 0.25
@@ -121,9 +126,10 @@ class EchoPretraining:
     @property
     def key(self) -> str:
         """Names the settings that change the model in the cache folder's name."""
-        return (f"echo{ECHO_FORMAT}-r{self.random_target:g}x{self.random_max_steps}-{self.sentence_steps}s"
+        return (f"echo{ECHO_FORMAT}-r{self.random_target:g}x{self.random_max_steps}-{self.sentence_steps}s-{self.number_steps}n"
                 f"-d{self.report_target:g}x{self.report_max_steps}-w{self.window}-b{self.batch_size}"
-                f"-lr{self.learning_rate:g}-{self.sentence_learning_rate:g}-{self.report_learning_rate:g}"
+                f"-lr{self.learning_rate:g}-{self.sentence_learning_rate:g}-{self.number_learning_rate:g}"
+                f"-{self.report_learning_rate:g}"
                 f"-b{self.report_beta2:g}-p{self.substitution:g}-s{self.seed}")
 
 
@@ -208,6 +214,34 @@ def echo_batch(tokenizer, sentences: Sequence[str], rng: random.Random, batch_si
     return _padded(rows, masks, tokenizer.pad_token_id)
 
 
+def number_tokens(tokenizer, rng: random.Random) -> list[int]:
+    """The tokens of a random number of 1 to 16 digits (its length drawn first, so long and short ones are alike
+    common)."""
+    return tokenizer.encode(str(rng.randint(0, 10 ** rng.randint(1, 15))), add_special_tokens=False)
+
+
+def number_echo_batch(tokenizer, rng: random.Random, batch_size: int):
+    """Input ids, attention mask and loss mask (1 on the repeat) of ``batch_size`` echo texts of random numbers.
+
+    A text is 2 to 8 random numbers (:func:`number_tokens`) joined by spaces, commas and line breaks, then a line
+    break and the same numbers again. Numbers are a few hundred digit tokens, so a token of the repeat often
+    occurs at several places of the first copy: copying it needs more than the last token as a cue, as a
+    number in a tool result among other numbers does (what the report drills then teach).
+    """
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    rows, masks = [], []
+    for _ in range(batch_size):
+        tokens = number_tokens(tokenizer, rng)
+        for _ in range(rng.randint(1, 7)):
+            tokens += encode(rng.choice([" ", "\n", ", "])) + number_tokens(tokenizer, rng)
+        first, repeat = tokens + encode("\n"), [*tokens, tokenizer.eos_token_id]
+        rows.append(first + repeat)
+        masks.append([0] * len(first) + [1] * len(repeat))
+    return _padded(rows, masks, tokenizer.pad_token_id)
+
+
 def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Sequence[int]):
     """Input ids, attention mask, loss mask (1 on the answer) and measured mask (1 on the answer of the drills
     whose answer is a number) of ``batch_size`` report drills.
@@ -229,7 +263,7 @@ def report_batch(tokenizer, rng: random.Random, batch_size: int, substitutes: Se
         return tokenizer.encode(text, add_special_tokens=False)
 
     def number() -> list[int]:
-        return encode(str(rng.randint(0, 10 ** rng.randint(1, 15))))
+        return number_tokens(tokenizer, rng)
 
     def mixed(shortest: int, longest: int) -> list[int]:
         return [token for _ in range(rng.randint(shortest, longest))
@@ -304,7 +338,7 @@ class Phase:
 
 
 def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
-    """The three phases of ``settings``, drawing from one random generator seeded with ``settings.seed``."""
+    """The four phases of ``settings``, drawing from one random generator seeded with ``settings.seed``."""
     rng, sentences, substitutes = random.Random(settings.seed), echo_sentences(), ordinary_token_ids(tokenizer)
     size = settings.batch_size
     return [
@@ -314,6 +348,8 @@ def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
         Phase("sentences", settings.sentence_learning_rate,
               lambda: echo_batch(tokenizer, sentences, rng, size, settings.substitution, substitutes),
               settings.sentence_steps),
+        Phase("numbers", settings.number_learning_rate, lambda: number_echo_batch(tokenizer, rng, size),
+              settings.number_steps),
         Phase("report drills", settings.report_learning_rate,
               lambda: report_batch(tokenizer, rng, size, substitutes),
               settings.report_max_steps, settings.report_target, settings.report_beta2),
@@ -322,7 +358,7 @@ def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
 
 def pretrain_echo(model, tokenizer, settings: EchoPretraining,
                   progress: Callable[[str], None] | None = None) -> list[PhaseResult]:
-    """Train ``model`` in place on the three phases; returns how each went.
+    """Train ``model`` in place on the four phases; returns how each went.
 
     Args:
         progress: Called with a line when a phase starts, about every :data:`PROGRESS_EVERY_S` seconds within

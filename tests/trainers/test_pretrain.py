@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from trainers.pretrain import (
     load_or_build_pretrained,
     main,
     masked_copy_loss,
+    number_echo_batch,
     ordinary_token_ids,
     pretrain_echo,
     pretrained_dir,
@@ -61,6 +63,22 @@ def test_substitution_swaps_tokens_in_both_copies_for_ordinary_tokens():
         assert tuple(row[:half]) not in original and set(row[:half]) <= ordinary
 
 
+def test_a_number_echo_text_is_random_numbers_twice_with_the_loss_on_the_repeat_only():
+    _, tokenizer = load_or_build_tiny_model()
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    input_ids, attention, loss_mask = number_echo_batch(tokenizer, random.Random(0), 16)
+    repeated_tokens = 0
+    for row, mask in zip(_rows(input_ids, attention), loss_mask, strict=True):
+        half = (len(row) - len(newline) - 1) // 2
+        first, repeat = row[:half], row[half + len(newline):-1]
+        assert first == repeat and row[-1] == tokenizer.eos_token_id
+        assert mask[:len(row)].tolist() == [0.0] * (half + len(newline)) + [1.0] * (half + 1)
+        numbers = re.split(r"[ ,\n]+", tokenizer.decode(first))
+        assert 2 <= len(numbers) <= 8 and all(number.isdigit() and len(number) <= 16 for number in numbers)
+        repeated_tokens += len(first) - len(set(first))
+    assert repeated_tokens > 16  # the point of the phase: tokens recur within a text
+
+
 class _Copier:
     """A stand-in model that predicts every next token right, except the tokens in ``blind``."""
 
@@ -90,7 +108,7 @@ def test_copy_accuracy_counts_tokens_the_echo_text_never_holds_apart():
 
 
 TINY = TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=1)
-QUICK = EchoPretraining(random_target=0.0, random_max_steps=3, sentence_steps=2, report_target=0.0,
+QUICK = EchoPretraining(random_target=0.0, random_max_steps=3, sentence_steps=2, number_steps=2, report_target=0.0,
                         report_max_steps=10, batch_size=4, window=2)
 """Targets of 0: each phase with a target ends after ``window`` steps, whatever the (untrained) model copies."""
 
@@ -101,7 +119,7 @@ def test_every_phase_runs_and_trains_the_model():
     lines = []
     phases = pretrain_echo(model, tokenizer, QUICK, lines.append)
     assert [(phase.name, phase.steps, phase.target) for phase in phases] == [
-        ("random strings", 2, 0.0), ("sentences", 2, None), ("report drills", 2, 0.0)]
+        ("random strings", 2, 0.0), ("sentences", 2, None), ("numbers", 2, None), ("report drills", 2, 0.0)]
     assert all(not torch.equal(before[name], parameter) for name, parameter in model.named_parameters())
     assert lines[0] == "echo pretraining, random strings: until copy accuracy 0, at most 3 steps"
     assert lines[-1].startswith("echo pretraining, report drills: 2 steps, copy accuracy")
@@ -177,7 +195,7 @@ def test_a_build_runs_on_one_thread_and_gives_the_same_model_whatever_the_caller
         torch.set_num_threads(threads)
         model, _ = load_or_build_pretrained(TINY, QUICK)
         assert torch.get_num_threads() == threads  # the caller's setting is back
-        assert [phase.name for phase in built_phases(TINY, QUICK)] == ["random strings", "sentences", "report drills"]
+        assert [phase.name for phase in built_phases(TINY, QUICK)] == ["random strings", "sentences", "numbers", "report drills"]
         weights.append(model.state_dict())
     assert threads_in_build == [1, 1]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
