@@ -195,7 +195,8 @@ def test_a_build_runs_on_one_thread_and_gives_the_same_model_whatever_the_caller
         torch.set_num_threads(threads)
         model, _ = load_or_build_pretrained(TINY, QUICK)
         assert torch.get_num_threads() == threads  # the caller's setting is back
-        assert [phase.name for phase in built_phases(TINY, QUICK)] == ["random strings", "sentences", "numbers", "report drills"]
+        assert [phase.name for phase in built_phases(TINY, QUICK)] == [
+            "random strings", "sentences", "numbers", "report drills"]
         weights.append(model.state_dict())
     assert threads_in_build == [1, 1]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
