@@ -17,6 +17,7 @@ from tasks.swe.repos import PINS
 from tasks.swe.synthesis import (
     BUNDLE_FOLDER,
     BUNDLE_PLAN,
+    BUNDLE_PLAN_NEXT,
     DIFFICULTY_SLOTS,
     LocalRepoSpec,
     Slot,
@@ -89,6 +90,51 @@ def test_the_bundle_matches_its_manifest_and_is_disjoint_by_repository() -> None
     names = [name for split_names in repos_of_split.values() for name in split_names]
     assert len(names) == len(set(names)), repos_of_split
     assert (BUNDLE_FOLDER / "MANIFEST.json").is_file()
+
+
+def test_the_bundle_is_large_and_every_task_runs_in_its_pins_environment() -> None:
+    manifest = bundle_manifest("SWE")
+    tasks = [task for split in manifest["splits"] for task in load_split("SWE", split)]
+    assert len(tasks) >= 300 and len(manifest["pins"]) >= 9
+    layouts, dependencies = set(), set()
+    for task in tasks:
+        name = task.metadata["repo_source"]["name"]
+        environment = RepoEnvironment.from_dict(task.metadata["environment"])
+        assert environment.repo == PINS[name].repo and environment.requirements == PINS[name].requirements
+        src_layout = PINS[name].source_folders[0].startswith("src/")
+        assert environment.package_roots == (("src",) if src_layout else (".",))
+        layouts.add(src_layout)
+        dependencies.add(bool(environment.requirements))
+    assert layouts == dependencies == {True, False}
+    # the test and train splits have repositories with a src/ layout and with a dependency
+    for split in ("test", "train"):
+        names = manifest["splits"][split]["repos"]
+        assert any(PINS[name].requirements for name in names), names
+        assert any(PINS[name].source_folders[0].startswith("src/") for name in names), names
+
+
+def test_the_next_repositories_are_pinned_and_not_in_the_bundle_yet() -> None:
+    bundled = {name for entries in BUNDLE_PLAN.values() for name, _, _ in entries}
+    for split, entries in BUNDLE_PLAN_NEXT.items():
+        assert split in BUNDLE_PLAN
+        for name, count, _ in entries:
+            assert name in PINS and name not in bundled and count > 0
+
+
+def test_the_manifest_keeps_keep_rates_drops_and_validation_on_every_backend() -> None:
+    manifest = bundle_manifest("SWE")
+    assert manifest["backends"] == ["docker", "bwrap"]
+    for name, record in manifest["pins"].items():
+        assert record["keep_rate"] == round(record["kept_singles"] / record["candidates"], 3), name
+        assert sum(record["dropped"].values()) + record["kept_singles"] >= record["candidates"], name
+        validation = record["validation"]
+        assert sorted(validation["per_backend"]) == ["bwrap", "docker"], name
+        for verdicts in validation["per_backend"].values():  # each synthesized instance validated there
+            assert sum(verdicts.values()) == record["instances"], name
+            assert verdicts.get("usable", 0) >= record["instances"] - validation["dropped"], name
+    # the splits hold the instances usable on every backend
+    kept = sum(record["instances"] - record["validation"]["dropped"] for record in manifest["pins"].values())
+    assert kept == sum(entry["count"] for entry in manifest["splits"].values())
 
 
 def test_the_builder_writes_the_manifest_entries_the_bundle_ships() -> None:

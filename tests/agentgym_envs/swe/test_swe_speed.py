@@ -111,12 +111,14 @@ def test_the_stress_split_all_is_every_bundled_repository_in_its_own_environment
     from agentgym_envs.sandbox import SandboxLimits
     from agentgym_envs.spec import StressSettings
     from agentgym_envs.swe.spec import ALL_SPLITS, stress_kwargs
+    from tasks.splits import bundle_manifest
     from tasks.swe.instances import with_pin_environment
 
     kwargs = stress_kwargs(StressSettings(ALL_SPLITS, "bwrap", SandboxLimits()))
     assert "split" not in kwargs
     environments = {task.metadata["environment"]["repo"] for task in kwargs["tasks"]}
-    assert environments == {"pypi/toolz", "pypi/inflection", "pypi/parse", "pypi/tabulate"}
+    bundled = {f"pypi/{name}" for entry in bundle_manifest("SWE")["splits"].values() for name in entry["repos"]}
+    assert environments == bundled and len(bundled) >= 9
     assert stress_kwargs(StressSettings("test", "bwrap", SandboxLimits()))["split"] == "test"  # others: as before
     with pytest.raises(Exception, match="expected a planted-bug task on a pin"):
         with_pin_environment(dataclasses.replace(TASKS[0], metadata={"repo_source": {"kind": "path", "path": "/"}}))
