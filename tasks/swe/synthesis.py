@@ -347,27 +347,29 @@ def write_tasks(tasks: Sequence[Task], path: str | Path) -> None:
 
 BUNDLE_PLAN: dict[str, tuple[tuple[str, int, int], ...]] = {
     "test": (("parse", 35, 302), ("inflection", 30, 201), ("isodate", 40, 303), ("face", 30, 304)),
-    "dev": (("addict", 30, 104),),
-    "train": (("toolz", 60, 101), ("humanize", 40, 105), ("semver", 35, 109), ("schema", 35, 110)),
+    "dev": (("tabulate", 30, 102), ("addict", 30, 104)),
+    "train": (("toolz", 60, 101), ("humanize", 40, 105), ("freezegun", 35, 106), ("semver", 35, 109),
+              ("schema", 35, 110), ("sqlparse", 20, 111)),
 }
 """Split -> (pin, instances, seed) per repository, each in its own environment. The splits are disjoint by
-repository, so no split's code is seen in another, and each but dev has a ``src/`` layout or a dependency among
-its repositories: test holds fast suites (parse and inflection, about 0.3 s a run; isodate, a ``src/`` layout;
-face, which needs boltons) so that re-validating its instances in CI stays quick; dev addict; train toolz,
-humanize (a ``src/`` layout whose tests need freezegun), semver (a ``src/`` layout) and schema.
+repository, so no split's code is seen in another, and the test and train splits have a ``src/`` layout and a
+dependency among their repositories: test holds fast suites (parse and inflection, about 0.3 s a run; isodate, a
+``src/`` layout; face, which needs boltons) so that re-validating its instances in CI stays quick; dev tabulate
+and addict; train toolz, humanize (a ``src/`` layout whose tests need freezegun), freezegun (python-dateutil),
+semver (a ``src/`` layout), schema and sqlparse (a 2.4 s suite, so fewer instances).
 :data:`BUNDLE_PLAN_NEXT` is what a longer build adds. six is not used although it is pinned: the sandbox's Python
 has it installed (Debian's python3-six, the host's for bwrap), so its release is every bug's fix in plain sight
 (:func:`agentgym_envs.swe.synthesize.refuse_installed`); boltons (2.4 s a run) is left out for time.
 A repository costs about 20 s of two loaded cores per instance, half synthesis and half validation on both
 backends; ``python -m agentgym_envs.swe.synthesize`` makes as many more as you like from any pin or folder."""
 BUNDLE_PLAN_NEXT: dict[str, tuple[tuple[str, int, int], ...]] = {
-    "dev": (("tabulate", 30, 102), ("simpleeval", 35, 103)),
-    "train": (("freezegun", 35, 106), ("python-slugify", 35, 107), ("funcy", 30, 108), ("sqlparse", 20, 111)),
+    "dev": (("simpleeval", 35, 103),),
+    "train": (("python-slugify", 35, 107), ("funcy", 30, 108)),
 }
 """The repositories a build adds to :data:`BUNDLE_PLAN` (split -> entries) to pass 500 instances over 15
-repositories (freezegun needs python-dateutil, python-slugify text-unidecode, funcy its test-only ``whatever``):
-not in the bundle yet, for want of build time; merge them into :data:`BUNDLE_PLAN` and run
-``python -m agentgym_envs.swe.synthesize --bundle``."""
+repositories (python-slugify needs text-unidecode, funcy its test-only ``whatever``): not in the bundle yet, for
+want of build time; merge them into :data:`BUNDLE_PLAN` and run ``python -m agentgym_envs.swe.synthesize
+--bundle``."""
 BUNDLE_FOLDER = Path(__file__).resolve().parents[1] / "data" / "swe"
 """The bundle in a source checkout."""
 

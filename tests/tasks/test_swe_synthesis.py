@@ -95,7 +95,7 @@ def test_the_bundle_matches_its_manifest_and_is_disjoint_by_repository() -> None
 def test_the_bundle_is_large_and_every_task_runs_in_its_pins_environment() -> None:
     manifest = bundle_manifest("SWE")
     tasks = [task for split in manifest["splits"] for task in load_split("SWE", split)]
-    assert len(tasks) >= 300 and len(manifest["pins"]) >= 9
+    assert len(tasks) >= 400 and len(manifest["pins"]) >= 12
     layouts, dependencies = set(), set()
     for task in tasks:
         name = task.metadata["repo_source"]["name"]
