@@ -30,8 +30,10 @@ phase-2 model, lr 1e-3 sat at 0.22 for 800 steps, lr 3e-3 crossed 0.9 after 386)
 Their target counts the number answers: the answers of random tokens are learned in a second jump whose step
 moves chaotically with the draws and the rounding, and a target on all answers made some builds miss (AVX512
 seeds 1 and 2 under format 7). The number answers crawled too, from some phase-2 models (AVX512 seed 4 of format
-8: 0.514 after 3,000 steps): the number phase is what took that away (the same model and draws reached 0.9 in 203
-steps after it, and stood at 0.19 after 200 steps without it). Builds over seeds, kernel paths and thread counts:
+8: 0.514 after 3,000 steps), until the number phase came before the drills: from that phase-2 model the drills
+stood at 0.19 after 200 steps without it and reached 0.9 in 203 steps after it (on the same draws), and the whole
+build of seed 4 now reaches the target in 913 drill steps. Known problem: the drills still take from 40 to 1,003
+steps over the builds measured so far. Builds over seeds, kernel paths and thread counts:
 ``python -m benchmarks.pretraining``; measured in ``docs/pretraining.md``.
 
 **Reproducibility.** A build draws its random tokens from a sorted list (the vocabulary's own order
@@ -42,9 +44,9 @@ Echoing plain sentences alone teaches a model to copy the tokens those sentences
 world's names are tokens they never hold. Measured with :func:`copy_accuracy` on the bundled world's
 sentences (``python -m trainers.pretrain``): 600 steps of plain sentences copy 0.84 of all tokens but
 none of the never-echoed ones; the two echo phases 0.975 and 0.90. The report drills lower that plain
-echo again (0.36 and 0.24 for a drilled model): what the agent needs afterwards is the drills' copy, not
-the echo's. The output head runs only where the loss looks (a third of the step time of a full-vocabulary
-head). The result is cached next to the tiny model and reused.
+echo again (0.36 and 0.24 for a drilled model of an earlier format; 0.002 for format 9's AVX512 seed 4): what
+the agent needs afterwards is the drills' copy, not the echo's. The output head runs only where the loss looks
+(a third of the step time of a full-vocabulary head). The result is cached next to the tiny model and reused.
 """
 
 from __future__ import annotations
