@@ -71,7 +71,14 @@ from typing import Any
 from agentgym_envs.errors import ImageBuildError, SandboxUnavailableError
 from agentgym_envs.sandbox import KernelSandbox, SandboxLimits, open_sandbox
 from agentgym_envs.swe.environment import environment_sandbox
-from agentgym_envs.swe.testing import ENV_SITE, TESTBED, PytestConfig, prepare_tree, repo_pytest_config, run_tests
+from agentgym_envs.swe.testing import (
+    ENV_SITE_PATH_SOURCE,
+    TESTBED,
+    PytestConfig,
+    prepare_tree,
+    repo_pytest_config,
+    run_tests,
+)
 from tasks.errors import TaskError
 from tasks.records import Task, read_tasks
 from tasks.swe.environments import RepoEnvironment
@@ -148,11 +155,7 @@ SYNTHESIS_LIMITS = SandboxLimits(timeout_s=120.0, memory_mb=2048, pids=128, cpus
 
 
 PYTEST_START = f"""import os, site, sys
-if os.path.isdir({ENV_SITE!r}):  # the repository's environment, ahead of the interpreter's own packages
-    before = list(sys.path)
-    site.addsitedir({ENV_SITE!r})
-    sys.path[:] = [path for path in sys.path if path not in before] + before
-sys.path.insert(0, os.getcwd())
+{ENV_SITE_PATH_SOURCE}sys.path.insert(0, os.getcwd())
 import pytest
 raise SystemExit(pytest.console_main())"""
 """``python -c`` code that starts pytest with the repository's environment (its packages and editable install at

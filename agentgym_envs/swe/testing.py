@@ -86,6 +86,15 @@ ENV_SITE = "/opt/agentrl-swe-env/site"
 PTH_FILE = "agentrl-testbed.pth"
 """The file of an environment's tree that puts the repository's package roots on ``sys.path``."""
 
+ENV_SITE_PATH_SOURCE = f"""\
+if os.path.isdir({ENV_SITE!r}):  # the repository's environment, ahead of the interpreter's own packages
+    before = list(sys.path)
+    site.addsitedir({ENV_SITE!r})
+    sys.path[:] = [path for path in sys.path if path not in before] + before
+"""
+"""Source lines (needing ``os``, ``site`` and ``sys``) that put the repository's environment at :data:`ENV_SITE`,
+when the sandbox has one, ahead of the interpreter's own packages: every bootstrap that starts tests runs them."""
+
 BOOTSTRAP_SOURCE = f'''"""Start pytest with the guard, imported before the repository and its environment."""
 import os
 import site
@@ -94,11 +103,7 @@ import sys
 import pytest
 import {GUARD_MODULE}  # noqa: F401
 
-if os.path.isdir({ENV_SITE!r}):  # the repository's environment, ahead of the interpreter's own packages
-    before = list(sys.path)
-    site.addsitedir({ENV_SITE!r})
-    sys.path[:] = [path for path in sys.path if path not in before] + before
-# the repository's package roots, ahead of an image's own install of it (an editable one of /testbed)
+{ENV_SITE_PATH_SOURCE}# the repository's package roots, ahead of an image's own install of it (editable, /testbed)
 sys.path[:0] = [root for root in os.environ.get("AGENTRL_PACKAGE_ROOTS", "").split(":") if root]
 sys.path.insert(0, os.getcwd())
 raise SystemExit(pytest.console_main())
@@ -113,11 +118,7 @@ import sys
 import unittest
 
 SETTINGS = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.json")))
-if os.path.isdir({ENV_SITE!r}):
-    before = list(sys.path)
-    site.addsitedir({ENV_SITE!r})
-    sys.path[:] = [path for path in sys.path if path not in before] + before
-sys.path.insert(0, os.getcwd())
+{ENV_SITE_PATH_SOURCE}sys.path.insert(0, os.getcwd())
 
 
 def dotted(test_id):
