@@ -6,13 +6,14 @@ outcome hangs on its draws would then build a good model on one machine and a us
 This builds the tiny model's echo pretraining (:mod:`trainers.pretrain`) once per (kernel path, seed,
 thread count), each in its own process and its own empty cache, and prints a table: per build, each
 phase's steps and final copy accuracy, the build's wall time, and whether every phase reached its target.
-It exits 1 when a build missed one.
+It exits 1 when a build missed one. By default it builds on every kernel path this processor runs; it refuses
+(exit 2) a path the processor lacks, which torch would take anyway and die on with SIGILL.
 
 Builds run side by side (``--parallel``, default: one per CPU core; each build uses ``--threads`` torch
 threads), so wall times grow when they share cores with other work.
 
 Example:
-    python -m benchmarks.pretraining                                     # seeds 0-4 x avx2, avx512, default
+    python -m benchmarks.pretraining                  # seeds 0-4 x every kernel path this processor runs
     python -m benchmarks.pretraining --seeds 0 1 --kernels default --threads 1 2 --json builds.json
 """
 
@@ -22,6 +23,7 @@ import argparse
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,8 +38,10 @@ from rich.table import Table
 
 from trainers.pretrain import PhaseResult
 
-KERNELS = ("avx2", "avx512", "default")
-"""Torch's CPU kernel paths (``ATEN_CPU_CAPABILITY``); one the processor lacks falls back to a lower one."""
+KERNELS = ("default", "avx2", "avx512")
+"""Torch's x86 CPU kernel paths (``ATEN_CPU_CAPABILITY``), lowest first. Torch takes a forced path without
+checking the processor: one it lacks dies with SIGILL at its first vector kernel (seen on an AVX2-only EPYC
+forced onto avx512), so :func:`runnable_kernels` says which ones this processor runs."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,25 @@ class Build:
             phase.target is None or phase.accuracy >= phase.target for phase in self.phases)
 
 
+def runnable_kernels() -> tuple[str, ...]:
+    """The kernel paths of :data:`KERNELS` this processor runs: up to the one torch picks on its own."""
+    environment = {name: value for name, value in os.environ.items() if name != "ATEN_CPU_CAPABILITY"}
+    process = subprocess.run([sys.executable, "-c", CAPABILITY_ONLY], env=environment, capture_output=True,
+                             text=True, check=True)
+    own = process.stdout.strip().removeprefix("capability=").lower()
+    return KERNELS[:KERNELS.index(own) + 1] if own in KERNELS else ("default",)
+
+
+def unrunnable_kernels_error(requested: Sequence[str], runnable: Sequence[str]) -> str | None:
+    """The error for the kernel paths in ``requested`` that this processor lacks, or None when it runs them all."""
+    missing = [kernel for kernel in requested if kernel not in runnable]
+    if not missing:
+        return None
+    return (f"error: this processor runs torch's kernel paths {', '.join(runnable)}, got --kernels "
+            f"{' '.join(requested)}: forced onto {', '.join(missing)}, torch dies with SIGILL. Build "
+            f"{', '.join(missing)} on a processor that has it, or leave it out.")
+
+
 def run_build(spec: BuildSpec, folder: Path) -> Build:
     """Build ``spec`` in a fresh process whose cache is ``folder``; returns how it went."""
     environment = {**os.environ, "AGENTRL_CACHE": str(folder), "ATEN_CPU_CAPABILITY": spec.kernel,
@@ -90,21 +113,24 @@ def run_build(spec: BuildSpec, folder: Path) -> Build:
     capability = next((line.split("=", 1)[1] for line in process.stdout.splitlines()
                        if line.startswith("capability=")), "")
     phases = [PhaseResult(**phase) for phase in json.loads(record.read_text())] if record.exists() else []
-    error = build_error(process.stderr) if process.returncode else ""
+    error = build_error(process.stderr, process.returncode) if process.returncode else ""
     return Build(spec, process.returncode, phases, seconds, capability, error)
 
 
-def build_error(stderr: str) -> str:
+def build_error(stderr: str, returncode: int = 1) -> str:
     """The error a failed build printed: its ``error:`` line (progress bars and warnings left out), else the last
-    line of its output."""
+    line of its output; a build killed by a signal says which."""
+    if returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
     lines = stderr.strip().splitlines() or ["(no output)"]
     return next((line for line in reversed(lines) if line.startswith("error:")), lines[-1])
 
 
-CAPABILITY_THEN_BUILD = (
-    "import sys, torch; print('capability=' + torch.backends.cpu.get_cpu_capability(), flush=True); "
-    "from trainers.pretrain import main; sys.exit(main(sys.argv[1:]))")
-"""The build process: report the kernel path torch took, then ``python -m trainers.pretrain``."""
+CAPABILITY_ONLY = "import torch; print('capability=' + torch.backends.cpu.get_cpu_capability(), flush=True)"
+CAPABILITY_THEN_BUILD = (CAPABILITY_ONLY
+                         + "; import sys; from trainers.pretrain import main; sys.exit(main(sys.argv[1:]))")
+"""The build process: report the kernel path torch took, then ``python -m trainers.pretrain``
+(:data:`CAPABILITY_ONLY` reports it alone)."""
 
 
 def run_builds(specs: Sequence[BuildSpec], parallel: int, console: Console) -> list[Build]:
@@ -146,8 +172,8 @@ def builds_table(builds: Sequence[Build]) -> Table:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pretraining", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="Pretraining seeds.")
-    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS),
-                        help="ATEN_CPU_CAPABILITY values, one build each.")
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS,
+                        help="ATEN_CPU_CAPABILITY values, one build each (default: every one this processor runs).")
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="Torch thread counts, one build each.")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="Builds run at once.")
     parser.add_argument("--json", type=Path, help="Write every build's result here.")
@@ -158,8 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.pretraining``: the builds, their table, exit 1 if one missed a target."""
     args = build_parser().parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 160)
+    runnable = runnable_kernels()
+    kernels = args.kernels or list(runnable)
+    if (error := unrunnable_kernels_error(kernels, runnable)) is not None:
+        print(error, file=sys.stderr)
+        return 2
     specs = [BuildSpec(kernel, seed, threads)
-             for kernel, seed, threads in itertools.product(args.kernels, args.seeds, args.threads)]
+             for kernel, seed, threads in itertools.product(kernels, args.seeds, args.threads)]
     builds = run_builds(specs, args.parallel, console)
     console.print(builds_table(builds))
     reached = sum(build.reached for build in builds)

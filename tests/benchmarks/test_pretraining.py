@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from benchmarks.pretraining import CAPABILITY_THEN_BUILD, Build, BuildSpec, build_error, builds_table, main
+import benchmarks.pretraining
+from benchmarks.pretraining import (
+    CAPABILITY_THEN_BUILD,
+    Build,
+    BuildSpec,
+    build_error,
+    builds_table,
+    main,
+    runnable_kernels,
+    unrunnable_kernels_error,
+)
 from trainers.pretrain import PhaseResult
 
 REACHED = [PhaseResult("random strings", 800, 0.951, 0.95), PhaseResult("sentences", 300, 0.97),
@@ -58,3 +70,43 @@ def test_a_failed_builds_error_is_its_error_line_not_the_progress_bars_around_it
     assert build_error(stderr) == "error: echo pretraining: phase 'report drills' reached copy accuracy 0.865"
     assert build_error("Traceback (most recent call last):\nMemoryError\n") == "MemoryError"
     assert build_error("") == "(no output)"
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="torch's x86 kernel paths")
+def test_the_runnable_kernel_paths_are_those_the_processors_flags_allow(monkeypatch):
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")  # the processor's own paths are asked, not a forced one
+    flags = set(" ".join(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                         if line.startswith("flags")).split())
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        expected = ("default", "avx2", "avx512")
+    elif {"avx2", "fma"} <= flags:
+        expected = ("default", "avx2")
+    else:
+        expected = ("default",)
+    assert runnable_kernels() == expected
+
+
+@pytest.mark.parametrize(("requested", "missing"), [
+    (["avx2", "default"], None),         # both run on an AVX2 processor
+    (["avx512"], "avx512"),              # forced onto a path the processor lacks: SIGILL
+    (["default", "avx512"], "avx512"),   # one of several
+])
+def test_kernel_paths_the_processor_lacks_are_named(requested, missing):
+    error = unrunnable_kernels_error(requested, ("default", "avx2"))
+    if missing is None:
+        assert error is None
+    else:
+        assert f"forced onto {missing}, torch dies with SIGILL" in error
+        assert "runs torch's kernel paths default, avx2" in error
+
+
+def test_a_kernel_path_the_processor_lacks_is_refused_before_any_build(monkeypatch, capsys):
+    monkeypatch.setattr(benchmarks.pretraining, "runnable_kernels", lambda: ("default", "avx2"))
+    monkeypatch.setattr(benchmarks.pretraining, "run_builds", lambda *args: pytest.fail("a build was started"))
+    assert main(["--kernels", "avx2", "avx512", "--seeds", "0"]) == 2
+    assert "forced onto avx512" in capsys.readouterr().err
+
+
+def test_a_build_killed_by_a_signal_says_which():
+    assert build_error("", -4) == "killed by SIGILL"
+    assert build_error("Loading weights: 100%\n", -9) == "killed by SIGKILL"
