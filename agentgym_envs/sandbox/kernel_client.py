@@ -105,7 +105,7 @@ class KernelProcess:
             self._proc.stdin.write(json.dumps(payload).encode() + b"\n")
             self._proc.stdin.flush()
         except (BrokenPipeError, ValueError) as exc:
-            raise self._died() from exc
+            raise self.death() from exc
         return self._read_reply(time.monotonic() + timeout_s)
 
     def _read_reply(self, deadline: float) -> dict[str, Any]:
@@ -120,7 +120,7 @@ class KernelProcess:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                raise self._died()
+                raise self.death()
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
@@ -137,7 +137,8 @@ class KernelProcess:
         self.kill()
         return KernelDied(message, None)
 
-    def _died(self) -> KernelDied:
+    def death(self) -> KernelDied:
+        """How the process ended, as the error its caller raises (waits up to 5 s for it to end)."""
         try:
             code = self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -283,10 +284,9 @@ class KernelSandbox(ABC):
         """
         timeout = timeout_s or self.limits.timeout_s
         started = time.perf_counter()
-        kernel = self._ensure_kernel()
         try:
-            reply = kernel.request({"op": "exec", "code": code, "timeout_s": timeout},
-                                   timeout_s=timeout + HARD_TIMEOUT_GRACE_S)
+            reply = self._ensure_kernel().request({"op": "exec", "code": code, "timeout_s": timeout},
+                                                  timeout_s=timeout + HARD_TIMEOUT_GRACE_S)
         except KernelTimeout as exc:
             return self._after_kernel_timeout(exc, timeout, started)
         except KernelDied as died:
@@ -444,10 +444,18 @@ class KernelSandbox(ABC):
 
     # -- kernel lifecycle --------------------------------------------------------------------
     def _ensure_kernel(self) -> KernelProcess:
+        """The running kernel, started if there is none.
+
+        Raises:
+            KernelDied: The kernel ended after its last reply (a cell closed its request stream, a process it
+                left behind killed it). Its state is gone, so the caller reports that as it reports a death
+                during its own request, rather than a fresh kernel standing in for it unnoticed.
+        """
         if self._closed:
             raise SandboxError(f"{self.backend} sandbox is closed")
-        if self._kernel is None or not self._kernel.alive():
-            self._drop_kernel()
+        if self._kernel is not None and not self._kernel.alive():
+            raise self._kernel.death()
+        if self._kernel is None:
             self._kernel = self._start_kernel()
         return self._kernel
 

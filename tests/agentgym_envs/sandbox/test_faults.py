@@ -108,6 +108,21 @@ def test_self_inflicted_stop_is_the_agents_outcome(sandbox: KernelSandbox, earli
     assert_answers_with_state_lost(sandbox)
 
 
+def test_a_kernel_killed_between_cells_is_reported_not_replaced_unnoticed(sandbox: KernelSandbox):
+    # a process left behind kills the kernel after its cell returned: the next cell must say the state is
+    # gone, not run on a fresh kernel as if nothing happened (whatever the timing, as close-request-stream)
+    assert sandbox.run_code("kept = 'state'").ok
+    assert sandbox.run_code("import os, subprocess\nsubprocess.Popen(['sh', '-c', f'sleep 0.2; kill -9 {os.getpid()}'],"
+                            " start_new_session=True)").ok
+    time.sleep(2.0)
+
+    result = sandbox.run_code("6 * 7")
+
+    assert (result.ok, result.limit, result.state_lost) == (False, "memory", True), result
+    assert "killed (SIGKILL)" in result.output and "restarted" in result.output, result.output
+    assert_answers_with_state_lost(sandbox)
+
+
 HARMLESS = {
     # SIGTSTP to an orphaned process group (the kernel's) is discarded by Linux
     "sigtstp-self": "import os, signal\nos.kill(os.getpid(), signal.SIGTSTP)",
