@@ -170,7 +170,10 @@ class KernelProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._proc.wait(timeout=KILL_WAIT_S)
         for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
-            stream.close()
+            # a request whose write found the pipe closed is still buffered: closing flushes it into the
+            # same closed pipe (BrokenPipeError), and closes the descriptor anyway
+            with contextlib.suppress(BrokenPipeError):
+                stream.close()
 
 
 def stopped_descendants(pid: int) -> list[int]:

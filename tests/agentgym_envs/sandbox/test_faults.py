@@ -73,6 +73,9 @@ SELF_INFLICTED = {
     "close-reply-stream": (None, FIND_PROTOCOL + "import os\nos.close(REPLIES)", EXITED),
     # the kernel closes its request stream: the cell ends, the kernel dies reading the next request
     "close-request-stream": (FIND_PROTOCOL + "import os\nos.close(REQUESTS)", "6 * 7", EXITED),
+    # the same, but the kernel lingers while exiting, so the next request is written into the closed pipe
+    "close-request-stream-and-linger": (FIND_PROTOCOL + "import atexit, os, time\natexit.register(time.sleep, 1.0)\n"
+                                        "os.close(REQUESTS)", "6 * 7", EXITED),
     # the cell writes something that is not JSON to the reply stream
     "garble-reply-stream": (None, FIND_PROTOCOL + "import os\nos.write(REPLIES, b'garbage\\n')", STREAM),
     # the cell writes JSON that is not a reply
