@@ -605,9 +605,12 @@ def pretrain_beside_demonstrations(config: PipelineConfig) -> list:
 
     Raises:
         PretrainingError: A pretraining phase missed its target (the worker is stopped at once).
+        Exception: Whatever stopped the worker (e.g. :class:`~trainers.infra_guard.TooManyInfraErrors`), raised
+            within about a minute of it, the pretraining stopped with it.
     """
     import multiprocessing
 
+    from tasks.progress import reported
     from trainers.pretrain import built_phases, load_or_build_pretrained, pretrained_dir, print_flushed
     from trainers.tiny_model import load_or_build_tiny_model
 
@@ -618,13 +621,27 @@ def pretrain_beside_demonstrations(config: PipelineConfig) -> list:
         print_flushed(f"echo pretraining: reusing {cached}")
     with multiprocessing.get_context("spawn").Pool(1) as pool:  # leaving the block stops the worker
         collected = pool.apply_async(_demonstrations_in_worker, (config,))
-        load_or_build_pretrained(settings=settings, progress=print_flushed)
+        load_or_build_pretrained(settings=settings, progress=_stopping_if_failed(collected, print_flushed))
         phases = ", ".join(_phase_summary(phase) for phase in built_phases(settings=settings))
         print_flushed(f"echo pretraining: {phases}")
-        print_flushed("collecting the demonstrations ...")
-        episodes = collected.get()
+        with reported("collecting the demonstrations", write=print_flushed):
+            episodes = collected.get()
     print_flushed(f"demonstrations: {len(episodes)} episodes")
     return episodes
+
+
+def _stopping_if_failed(work: Any, write: Callable[[str], None]) -> Callable[[str], None]:
+    """A progress callback: ``write`` each line, then raise the error of ``work`` (an ``AsyncResult``) if it failed.
+
+    The pretraining reports about every minute, so a demonstrations worker that failed stops the job that soon
+    instead of after the whole pretraining (half an hour on a slow core).
+    """
+    def progress(line: str) -> None:
+        write(line)
+        if work.ready() and not work.successful():
+            work.get()
+
+    return progress
 
 
 def _phase_summary(phase: Any) -> str:

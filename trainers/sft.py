@@ -67,6 +67,13 @@ class DemonstrationAgent(ChatRecorder):
         self.scripted.finish(episode)
 
 
+MAX_DEMONSTRATION_INFRA_SHARE = 0.5
+"""Largest share of the demonstrator's episodes an infrastructure fault may end (judged from the
+:data:`INFRA_JUDGED_AFTER`-th episode on) before the collection stops."""
+INFRA_JUDGED_AFTER = 8
+"""Episodes played before the infrastructure share is judged (one fault among the first few is no verdict)."""
+
+
 def collect_demonstrations(env: gym.Env, env_id: str, policy: Policy, tasks: Sequence[Task], chat: ChatTokens,
                            *, keep: Callable[[Episode], bool] | None = None,
                            progress: bool = False) -> list[Episode]:
@@ -80,16 +87,34 @@ def collect_demonstrations(env: gym.Env, env_id: str, policy: Policy, tasks: Seq
         chat: Token pieces of the model's chat template.
         keep: Which episodes to learn from; by default the solved ones (infra episodes never).
         progress: Show a progress bar.
+
+    Raises:
+        TooManyInfraErrors: More than :data:`MAX_DEMONSTRATION_INFRA_SHARE` of the episodes played so far ended
+            by an infrastructure fault (a sandbox that does not start, a daemon that does not answer): warm-starting
+            on what is left would learn from a few episodes, or none, so it stops at once, naming the first fault.
     """
     keep = keep or (lambda episode: episode.success)
     runner = EpisodeRunner(EnvPool(lambda _: env), workers=1)
     agent = DemonstrationAgent(chat, ScriptedAgent(lambda _: policy))
-    demonstrations = []
-    for task in _progress(tasks, progress, f"demonstrations ({env_id})"):
+    demonstrations, faulted = [], []
+    for played, task in enumerate(_progress(tasks, progress, f"demonstrations ({env_id})"), start=1):
         episode = runner.run(agent, [EpisodeRequest(env_id=env_id, task=task, group=0, seed=None)])[0]
-        if episode.scored and keep(episode):
+        if not episode.scored:
+            faulted.append(episode)
+            _stop_if_mostly_infra(env_id, faulted, played, len(tasks))
+        elif keep(episode):
             demonstrations.append(episode)
     return demonstrations
+
+
+def _stop_if_mostly_infra(env_id: str, faulted: Sequence[Episode], played: int, total: int) -> None:
+    from trainers.infra_guard import INFRA_HINT, TooManyInfraErrors, first_infra_error
+
+    if played >= min(INFRA_JUDGED_AFTER, total) and len(faulted) > MAX_DEMONSTRATION_INFRA_SHARE * played:
+        raise TooManyInfraErrors(
+            f"demonstrations in {env_id}: {len(faulted)} of the first {played} episodes (of {total}) ended by an "
+            f"infrastructure fault, so there is nothing to warm-start on. The first one said: "
+            f"{first_infra_error(faulted)}. To fix: {INFRA_HINT}.")
 
 
 def _progress(items: Sequence[Any], enabled: bool, description: str) -> Sequence[Any]:

@@ -119,3 +119,26 @@ def test_ppo_with_the_docker_daemon_down_stops_at_the_first_update(monkeypatch):
             trainer.train()
     finally:
         trainer.close()
+
+
+def test_demonstrations_with_the_docker_daemon_down_stop_within_the_first_episodes_naming_it(monkeypatch):
+    import gymnasium as gym
+
+    import agentgym_envs  # noqa: F401
+    from agentgym_envs.policies.python_oracle import PythonOraclePolicy
+    from tasks import load_split
+    from trainers.chat import ChatTokens
+    from trainers.sft import INFRA_JUDGED_AFTER, collect_demonstrations
+
+    monkeypatch.setenv("DOCKER_HOST", UNREACHABLE_DOCKER)
+    tasks = load_split("PythonSandbox", "dev")[:40]
+    env = gym.make(SANDBOXED_ENV, tasks=tasks, sandbox="docker")
+    _, tokenizer = load_or_build_tiny_model()
+    try:
+        with pytest.raises(TooManyInfraErrors) as failure:
+            collect_demonstrations(env, SANDBOXED_ENV, PythonOraclePolicy(), tasks, ChatTokens(tokenizer))
+    finally:
+        env.close()
+    message = str(failure.value)
+    assert f"{INFRA_JUDGED_AFTER} of the first {INFRA_JUDGED_AFTER} episodes (of 40)" in message  # stopped early
+    assert "no Docker daemon answers" in message and "sandbox doctor" in message

@@ -403,3 +403,25 @@ def test_the_monitors_alerts_reach_the_console_as_lines_off_a_terminal_and_above
         shown = stream.getvalue()
         assert "seed 0: rollout alert (zero_variance_streak): warm-start it" in shown
         assert "not forwarded" not in shown
+
+
+def _worker_that_fails() -> None:
+    raise RuntimeError("the demonstrations worker failed")
+
+
+def test_a_failed_demonstrations_worker_stops_the_pretraining_at_its_next_progress_line():
+    import multiprocessing
+
+    from trainers.pipeline import _stopping_if_failed
+
+    lines = []
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        work = pool.apply_async(_worker_that_fails)
+        progress = _stopping_if_failed(work, lines.append)
+        work.wait(60)
+        with pytest.raises(RuntimeError, match="the demonstrations worker failed"):
+            progress("echo pretraining, random strings: step 54, copy accuracy 0.070, 60 s")
+        succeeding = _stopping_if_failed(pool.apply_async(len, ([1, 2],)), lines.append)
+        succeeding("a line while the worker runs or after it succeeded")
+    assert lines == ["echo pretraining, random strings: step 54, copy accuracy 0.070, 60 s",
+                     "a line while the worker runs or after it succeeded"]
