@@ -101,9 +101,9 @@ def collect_demonstrations(env: gym.Env, env_id: str, policy: Policy, tasks: Seq
         episode = runner.run(agent, [EpisodeRequest(env_id=env_id, task=task, group=0, seed=None)])[0]
         if not episode.scored:
             faulted.append(episode)
-            _stop_if_mostly_infra(env_id, faulted, played, len(tasks))
         elif keep(episode):
             demonstrations.append(episode)
+        _stop_if_mostly_infra(env_id, faulted, played, len(tasks))
     return demonstrations
 
 
@@ -113,7 +113,7 @@ def _stop_if_mostly_infra(env_id: str, faulted: Sequence[Episode], played: int, 
     if played >= min(INFRA_JUDGED_AFTER, total) and len(faulted) > MAX_DEMONSTRATION_INFRA_SHARE * played:
         raise TooManyInfraErrors(
             f"demonstrations in {env_id}: {len(faulted)} of the first {played} episodes (of {total}) ended by an "
-            f"infrastructure fault, so there is nothing to warm-start on. The first one said: "
+            f"infrastructure fault, too many to warm-start on what is left. The first one said: "
             f"{first_infra_error(faulted)}. To fix: {INFRA_HINT}.")
 
 

@@ -142,3 +142,23 @@ def test_demonstrations_with_the_docker_daemon_down_stop_within_the_first_episod
     message = str(failure.value)
     assert f"{INFRA_JUDGED_AFTER} of the first {INFRA_JUDGED_AFTER} episodes (of 40)" in message  # stopped early
     assert "no Docker daemon answers" in message and "sandbox doctor" in message
+
+
+@pytest.mark.parametrize(("faults", "played", "total", "stops"), [
+    (8, 8, 40, True),    # every one of the first eight
+    (5, 8, 40, True),    # most of them
+    (4, 8, 40, False),   # half: enough left to learn from
+    (7, 7, 40, False),   # not judged before the eighth episode
+    (3, 3, 3, True),     # a list shorter than eight is judged at its end
+    (6, 10, 10, True),   # faults early, then episodes that played: still most of them
+])
+def test_demonstrations_stop_once_most_episodes_so_far_were_infrastructure_faults(faults, played, total, stops):
+    from trainers.sft import _stop_if_mostly_infra
+
+    faulted = [Episode(env_id=SANDBOXED_ENV, task_id=f"t{index}", group=0, infra_error=True,
+                       error="reset failed: no Docker daemon answers") for index in range(faults)]
+    if not stops:
+        _stop_if_mostly_infra(SANDBOXED_ENV, faulted, played, total)
+        return
+    with pytest.raises(TooManyInfraErrors, match=f"{faults} of the first {played} episodes \\(of {total}\\)"):
+        _stop_if_mostly_infra(SANDBOXED_ENV, faulted, played, total)
