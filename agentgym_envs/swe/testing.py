@@ -274,6 +274,7 @@ def _agentrl_run_pytest(run_dir, repo, python, argv, extra_env, timeout_s, nonce
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": run_dir, "LANG": "C.UTF-8",
            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "@MALLOC_ARENA_MAX@", **extra_env}
     command = [python or sys.executable, *argv]
+    os.makedirs(run_dir, exist_ok=True)
     log_path = os.path.join(run_dir, "pytest.log")
     with open(log_path, "wb") as log:
         started = time.monotonic()
@@ -570,41 +571,80 @@ def run_tests(sandbox: Sandbox, test_ids: Sequence[str] | None, *, timeout_s: fl
     if rules not in RULES or runner not in TEST_RUNNERS:
         raise ValueError(f"rules, runner: expected one of {list(RULES)} and {list(TEST_RUNNERS)}, got {rules!r} and "
                          f"{runner!r}")
-    rules = rules if runner == "pytest" else "strict"
-    log_runner = LOG_RUNNERS.get(runner)
-    nonce = secrets.token_hex(16)
-    run_dir = f".agentrl-run-{nonce[:16]}"
-    config = config or PytestConfig()
     workdir = _work_directory(sandbox)
     repo = f"{workdir}/{folder}"
-    roots = [repo if root in (".", "") else f"{repo}/{root.strip('/')}" for root in package_roots]
+    roots = tuple(repo if root in (".", "") else f"{repo}/{root.strip('/')}" for root in package_roots)
+    command = _Command(workdir, repo, python, roots)
+    log_runner = LOG_RUNNERS.get(runner)
     if log_runner is not None:
-        try:
-            argv, extra_env = _log_runner_command(log_runner, test_ids, test_files, roots)
-        except ValueError as exc:  # the task names nothing this runner can run: an invalid run that says so
-            return TestRun(status="error", reason="usage_error", detail=str(exc))
-    else:
-        _write_run_folder(sandbox, run_dir, nonce, test_ids, config, workdir, rules, runner,
-                          start=suite_paths[0] if suite_paths else ".")
-        argv = ["-B", "-E", "-s", f"{workdir}/{run_dir}/bootstrap.py"] + (
-            _pytest_argv(test_ids, suite_paths, f"{workdir}/{run_dir}/config/{config.name}", repo)
-            if runner == "pytest" else [])
-        extra_env = {"AGENTRL_PACKAGE_ROOTS": ":".join(roots)}
-    call = (f"_agentrl_run_pytest({workdir + '/' + run_dir!r}, {repo!r}, {python!r}, {argv!r}, {extra_env!r}, "
-            f"{timeout_s!r}, {nonce!r}); del _agentrl_run_pytest")
+        return _run_log_runner(sandbox, log_runner, test_ids, test_files, command, timeout_s)
+    return _run_guarded(sandbox, test_ids, command, timeout_s=timeout_s, config=config or PytestConfig(),
+                        suite_paths=suite_paths, rules=rules if runner == "pytest" else "strict", runner=runner)
+
+
+@dataclass(frozen=True)
+class _Command:
+    """Where and with what a test run's command runs: the sandbox's work directory, the repository's absolute
+    path (the command's working directory), the interpreter (``""``: the kernel's own) and the package roots."""
+
+    workdir: str
+    repo: str
+    python: str
+    roots: tuple[str, ...]
+
+
+def _run_guarded(sandbox: Sandbox, test_ids: Sequence[str] | None, command: _Command, *, timeout_s: float,
+                 config: PytestConfig, suite_paths: Sequence[str], rules: str, runner: str) -> TestRun:
+    """pytest under the guard (or unittest with its own result): the run folder written, the run, its report
+    judged (:func:`judge_run`)."""
+    nonce = secrets.token_hex(16)
+    run_dir = f".agentrl-run-{nonce[:16]}"
+    _write_run_folder(sandbox, run_dir, nonce, test_ids, config, command.workdir, rules, runner,
+                      start=suite_paths[0] if suite_paths else ".")
+    argv = ["-B", "-E", "-s", f"{command.workdir}/{run_dir}/bootstrap.py"] + (
+        _pytest_argv(test_ids, suite_paths, f"{command.workdir}/{run_dir}/config/{config.name}", command.repo)
+        if runner == "pytest" else [])
+    status, report = _run_in_kernel(sandbox, run_dir, nonce, command, argv,
+                                    {"AGENTRL_PACKAGE_ROOTS": ":".join(command.roots)}, timeout_s, "report.json")
+    return judge_run(status, _parse_report(report), nonce=nonce, test_ids=test_ids, rules=rules)
+
+
+def _run_log_runner(sandbox: Sandbox, runner: LogRunner, test_ids: Sequence[str] | None, test_files: Sequence[str],
+                    command: _Command, timeout_s: float) -> TestRun:
+    """A per-repository runner's command: the run, its log parsed and judged (:func:`judge_log_run`); a usage
+    error, with no run, when the task names nothing it can run."""
     try:
-        if log_runner is not None:
-            sandbox.run_code(f"import os; os.makedirs({run_dir!r}, exist_ok=True)")
+        argv, extra_env = _log_runner_command(runner, test_ids, test_files, command.roots)
+    except ValueError as exc:
+        return TestRun(status="error", reason="usage_error", detail=str(exc))
+    nonce = secrets.token_hex(16)
+    status, log = _run_in_kernel(sandbox, f".agentrl-run-{nonce[:16]}", nonce, command, argv, extra_env, timeout_s,
+                                 "pytest.log")
+    return judge_log_run(status, (log or b"").decode("utf-8", "replace"), runner, test_ids=test_ids or ())
+
+
+def _run_in_kernel(sandbox: Sandbox, run_dir: str, nonce: str, command: _Command, argv: Sequence[str],
+                   extra_env: Mapping[str, str], timeout_s: float, result_file: str) -> tuple[dict[str, Any],
+                                                                                              bytes | None]:
+    """The one kernel call of every runner: ``command``'s interpreter with ``argv`` run by :data:`RUN_CELL` (its
+    output in ``run_dir/pytest.log``), then ``run_dir/result_file`` read back (None when missing) and ``run_dir``
+    removed. Returns the cell's status and that file's bytes.
+
+    Raises:
+        TreeError: The harness cell failed.
+        SandboxError: The sandbox itself failed.
+    """
+    call = (f"_agentrl_run_pytest({command.workdir + '/' + run_dir!r}, {command.repo!r}, {command.python!r}, "
+            f"{list(argv)!r}, {dict(extra_env)!r}, {timeout_s!r}, {nonce!r}); del _agentrl_run_pytest")
+    try:
         status = _cell_status(sandbox, "import json\n" + RUN_CELL, call, nonce, timeout_s + CELL_GRACE_S)
-        if log_runner is not None:
-            log = sandbox.read_file(f"{run_dir}/pytest.log", max_bytes=MAX_REPORT_BYTES).decode("utf-8", "replace")
-        else:
-            report = _read_report(sandbox, f"{run_dir}/report.json")
+        try:
+            result = sandbox.read_file(f"{run_dir}/{result_file}", max_bytes=MAX_REPORT_BYTES)
+        except FileNotFoundError:
+            result = None
     finally:
         sandbox.run_code(CLEANUP_CELL.format(path=run_dir))
-    if log_runner is not None:
-        return judge_log_run(status, log, log_runner, test_ids=test_ids or ())
-    return judge_run(status, report, nonce=nonce, test_ids=test_ids, rules=rules)
+    return status, result
 
 
 def _log_runner_command(runner: LogRunner, test_ids: Sequence[str] | None, test_files: Sequence[str],
@@ -624,11 +664,13 @@ def _log_runner_command(runner: LogRunner, test_ids: Sequence[str] | None, test_
     return argv, {"PYTHONPATH": ":".join([*roots, ENV_SITE]), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def _read_report(sandbox: Sandbox, path: str) -> Any:
+def _parse_report(data: bytes | None) -> Any:
     """The guard's report as JSON; None when it is missing or not JSON."""
+    if data is None:
+        return None
     try:
-        return json.loads(sandbox.read_file(path, max_bytes=MAX_REPORT_BYTES))
-    except (FileNotFoundError, ValueError, RecursionError):
+        return json.loads(data)
+    except (ValueError, RecursionError):
         return None
 
 
