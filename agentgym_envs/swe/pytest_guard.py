@@ -93,24 +93,40 @@ def _load_settings() -> dict[str, Any]:
 
 
 def _members(value: object) -> dict[str, int]:
-    """Identity of a watched object: its own id under ``""``, and for a class the id of everything in its
-    ``__dict__`` and, under ``"^name"``, the names it inherits (an attribute added to a class is a tamper only
-    when it hides an inherited one: pytest itself adds new ones, such as ``Session.startdir``, at configure)."""
+    """Identity of a watched object: its own id under ``""`` and, for a class, the id of everything in its
+    ``__dict__``."""
     members = {"": id(value)}
     if isinstance(value, type):
         members.update({name: id(member) for name, member in vars(value).items()})
-        members.update({f"^{name}": 0 for name in dir(value) if name not in vars(value)})
     return members
+
+
+def _inherited(value: object) -> frozenset[str]:
+    """The names a watched class inherits without defining them (none for any other object): an attribute added
+    to a class is a tamper only when it hides one of them (pytest itself adds new ones, such as
+    ``Session.startdir``, at configure). Taken once, at the snapshot: ``dir`` is the slow part of an identity."""
+    if not isinstance(value, type):
+        return frozenset()
+    own = vars(value)
+    return frozenset(name for name in dir(value) if name not in own)
+
+
+def _lookup(module_name: str, name: str) -> object:
+    """``module_name.name`` now (``name`` "" is the module itself); :data:`_GONE` when it is gone."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return _GONE
+    return getattr(module, name, _GONE) if name else module
+
+
+_GONE = object()
+"""What :func:`_lookup` returns for a watched object that is no longer there."""
 
 
 def _identity(module_name: str, name: str) -> dict[str, int] | None:
     """Identity of ``module_name.name`` now (``name`` "" is the module itself); None when it is gone."""
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    if not name:
-        return {"": id(module)}
-    return _members(getattr(module, name)) if hasattr(module, name) else None
+    value = _lookup(module_name, name)
+    return None if value is _GONE else _members(value)
 
 
 def _watched() -> list[tuple[str, str]]:
@@ -132,20 +148,28 @@ def _import_watched() -> None:
                 raise
 
 
-def _snapshot() -> dict[tuple[str, str], dict[str, int]]:
-    """Identity of every watched object this pytest and pluggy have (their modules imported first)."""
+Snapshot = dict[tuple[str, str], tuple[dict[str, int], frozenset[str]]]
+"""``(module, name)`` -> the identity of a watched object at the start (:func:`_members`) and the names it inherits
+(:func:`_inherited`)."""
+
+
+def _snapshot() -> Snapshot:
+    """Identity and inherited names of every watched object this pytest and pluggy have (their modules imported
+    first)."""
     _import_watched()
-    identities = {key: _identity(*key) for key in _watched()}
-    return {key: identity for key, identity in identities.items() if identity is not None}
+    values = {key: _lookup(*key) for key in _watched()}
+    return {key: (_members(value), _inherited(value)) for key, value in values.items() if value is not _GONE}
 
 
-def _changed_members(before: dict[str, int], after: dict[str, int] | None) -> list[str]:
+def _changed_members(before: dict[str, int], inherited: frozenset[str], after: dict[str, int] | None) -> list[str]:
     """Names of the members that were replaced or removed, or added over an inherited one (``"<itself>"`` for
     the object)."""
     if after is None:
         return ["<removed>"]
-    changed = [name for name, identity in before.items() if not name.startswith("^") and after.get(name) != identity]
-    changed += [name for name in after.keys() - before.keys() if f"^{name}" in before]
+    if after == before:  # the common case, checked at every test: nothing moved
+        return []
+    changed = [name for name, identity in before.items() if after.get(name) != identity]
+    changed += (after.keys() - before.keys()) & inherited
     return sorted(name or "<itself>" for name in changed)
 
 
@@ -191,7 +215,7 @@ class Guard:
         self.rules: str = settings.get("rules", "strict")
         self.subtest_class: type | None = _subtest_report_class()
         self.subtest_failures: dict[str, int] = {}
-        self.snapshot: dict[tuple[str, str], dict[str, int]] = {}
+        self.snapshot: Snapshot = {}
         self.hookimpls: dict[str, list[tuple[str, int]]] = {}
         self.raised: dict[tuple[str, str], bool] = {}
         self.made: dict[int, tuple[Any, str]] = {}
@@ -207,8 +231,8 @@ class Guard:
 
     def check_identities(self) -> None:
         """Note every watched object that is no longer the one seen at import."""
-        for (module_name, name), before in self.snapshot.items():
-            changed = _changed_members(before, _identity(module_name, name))
+        for (module_name, name), (before, inherited) in self.snapshot.items():
+            changed = _changed_members(before, inherited, _identity(module_name, name))
             if changed:
                 what = f"{module_name}.{name}" if name else module_name
                 self.note(f"{what} was replaced or modified ({', '.join(changed[:5])})")

@@ -42,6 +42,14 @@ _pytest.reports.TestReport.__init__ = _always_passed
 from calc.ops import add, clamp, mul
 '''
 
+HIDING_PASSED = b'''import _pytest.reports
+
+_pytest.reports.TestReport.passed = property(lambda self: True)
+from calc.ops import add, clamp, mul
+'''
+"""A library that, at import, defines on TestReport the ``passed`` it inherits from BaseReport, so every report
+reads as passed."""
+
 EXIT_AT_IMPORT = b"import os\nos._exit(0)\n" + OPS
 
 EXIT_ZERO_AT_SHUTDOWN = b"import atexit, os\natexit.register(os._exit, 0)\n" + CLAMP_BUG
@@ -149,6 +157,13 @@ def test_monkeypatching_pytest_at_import_is_an_error(swe_sandbox: KernelSandbox)
     patched = run(swe_sandbox, changed(REPO, {"calc/ops.py": CLAMP_BUG, "calc/__init__.py": PATCHING_PYTEST}))
     assert patched.status == "error"
     assert "_pytest.reports.TestReport was replaced or modified (__init__)" in patched.detail
+
+
+def test_hiding_an_inherited_member_of_pytest_at_import_is_an_error(swe_sandbox: KernelSandbox) -> None:
+    # the names TestReport inherits are taken once, at the guard's snapshot; one defined over them later is found
+    hidden = run(swe_sandbox, changed(REPO, {"calc/ops.py": CLAMP_BUG, "calc/__init__.py": HIDING_PASSED}))
+    assert (hidden.status, hidden.reason) == ("error", "tampered")
+    assert "_pytest.reports.TestReport was replaced or modified (passed)" in hidden.detail
 
 
 def test_exit_at_import_is_an_error(swe_sandbox: KernelSandbox) -> None:
