@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import itertools
 import json
 import random
@@ -91,8 +90,6 @@ from tasks.swe.synthesis import (
     DIFFICULTY_SLOTS,
     MAX_CANDIDATES_PER_TASK,
     MIN_TIMEOUT_S,
-    RUNS_PER_TREE,
-    SYNTHESIS_VERSION,
     TIMEOUT_FACTOR,
     KeptBug,
     SuiteSource,
@@ -101,6 +98,8 @@ from tasks.swe.synthesis import (
     SynthesisSettings,
     bug_candidates,
     bundle_entry,
+    bundle_header,
+    bundled_pins,
     combine_judgements,
     drop_category,
     every_bug_matters,
@@ -510,8 +509,10 @@ def build_bundle(folder: Path, backends: Sequence[str] = DEFAULT_BACKENDS, *,
     all of which must work). Its instances are then validated on every backend as a user's would be
     (:func:`agentgym_envs.swe.validation.validate`: the fix and no change graded by SWEEnv in the task's
     environment); only those usable on every backend are kept, and the manifest's record of the repository counts
-    the others per backend and reason. Each repository's tasks are also kept in ``folder/.partial/`` as they are
-    made, so a build that stops goes on where it stopped; the folder is removed at the end.
+    the others per backend and reason. A repository the bundle already in ``folder`` holds with the same inputs
+    (:func:`~tasks.swe.synthesis.bundled_pins`) is kept as it is, not made again. Each repository's tasks are also
+    kept in ``folder/.partial/`` as they are made, so a build that stops goes on where it stopped; the folder is
+    removed at the end.
 
     Returns:
         The manifest written.
@@ -523,14 +524,16 @@ def build_bundle(folder: Path, backends: Sequence[str] = DEFAULT_BACKENDS, *,
     """
     partial = folder / ".partial"
     partial.mkdir(parents=True, exist_ok=True)
-    manifest: dict[str, Any] = {
-        "env": "SWE", "backends": list(backends), "runs_per_tree": RUNS_PER_TREE, "pins": {}, "splits": {},
-        "generator_versions": {"synthesis": SYNTHESIS_VERSION, "libcst": importlib.metadata.version("libcst")},
-        "plan": {split: [list(entry) for entry in entries] for split, entries in plan.items()}}
+    bundled = bundled_pins(folder, plan, backends)
+    manifest: dict[str, Any] = {**bundle_header(plan, backends), "pins": {}, "splits": {}}
     for split, entries in plan.items():
         tasks: list[Task] = []
         for name, count, seed in entries:
-            pin_tasks, manifest["pins"][name] = _pin_tasks(partial, split, name, count, seed, backends, log)
+            if name in bundled:
+                pin_tasks, manifest["pins"][name] = bundled[name]
+                log(f"{split}/{name}: kept the {len(pin_tasks)} instances already bundled")
+            else:
+                pin_tasks, manifest["pins"][name] = _pin_tasks(partial, split, name, count, seed, backends, log)
             tasks += pin_tasks
         write_tasks(tasks, folder / f"{split}.jsonl")
         manifest["splits"][split] = bundle_entry(tasks, f"{split}.jsonl", [name for name, _, _ in entries])
@@ -626,7 +629,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.bundle is not None:
             manifest = build_bundle(args.bundle, backends or DEFAULT_BACKENDS)
-            print(f"wrote the SWE bundle to {args.bundle} in {manifest['build_seconds']:.0f} s: "
+            print(f"wrote the SWE bundle to {args.bundle} ({manifest['build_seconds']:.0f} s of build time recorded "
+                  "over its repositories): "
                   + ", ".join(f"{split} {entry['count']}" for split, entry in manifest["splits"].items()))
             return 0
         source = _source(args)

@@ -11,8 +11,9 @@ folder of the user's):
    (:func:`every_bug_matters`);
 3. the instances wanted are slots of a hint level and a number of bugs whose difficulties cycle (:func:`task_plan`);
    each kept bug becomes an instance (:func:`tasks.swe.instances.make_instance`) and a task (:func:`report_tasks`);
-4. the bundle (:data:`BUNDLE_PLAN`, written to :data:`BUNDLE_FOLDER`) records each split as :func:`bundle_entry`
-   and each repository as :func:`pin_record`.
+4. the bundle (:data:`BUNDLE_PLAN`, written to :data:`BUNDLE_FOLDER`) records how it was built
+   (:func:`bundle_header`), each split as :func:`bundle_entry` and each repository as :func:`pin_record`; a
+   rebuild keeps the repositories whose inputs did not change (:func:`bundled_pins`).
 
 Which pytest configuration a run uses matters: the pins' own configuration files ask for plugins or options
 the sandbox lacks (parse's ``addopts`` wants pytest-cov, toolz's warns), so a pin runs with an empty one, as
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import random
 import re
 from collections import Counter
@@ -38,8 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.errors import TaskError
+from tasks.errors import TaskError, UnknownTaskError
 from tasks.records import Task
+from tasks.splits import bundle_manifest, load_split
 from tasks.swe.bugs import Bug, bug_candidates, plant
 from tasks.swe.environments import RepoEnvironment, derive_environment
 from tasks.swe.instances import SWEInstance, difficulty_of, pypi_source
@@ -67,6 +70,8 @@ __all__ = [
     "SynthesisSettings",
     "bug_candidates",
     "bundle_entry",
+    "bundle_header",
+    "bundled_pins",
     "combine_judgements",
     "drop_category",
     "every_bug_matters",
@@ -347,29 +352,30 @@ def write_tasks(tasks: Sequence[Task], path: str | Path) -> None:
 
 BUNDLE_PLAN: dict[str, tuple[tuple[str, int, int], ...]] = {
     "test": (("parse", 35, 302), ("inflection", 30, 201), ("isodate", 40, 303), ("face", 30, 304)),
-    "dev": (("tabulate", 30, 102), ("addict", 30, 104)),
+    "dev": (("tabulate", 30, 102), ("addict", 30, 104), ("simpleeval", 35, 103)),
     "train": (("toolz", 60, 101), ("humanize", 40, 105), ("freezegun", 35, 106), ("semver", 35, 109),
-              ("schema", 35, 110), ("sqlparse", 20, 111)),
+              ("schema", 35, 110), ("sqlparse", 20, 111), ("funcy", 30, 108)),
 }
 """Split -> (pin, instances, seed) per repository, each in its own environment. The splits are disjoint by
 repository, so no split's code is seen in another, and the test and train splits have a ``src/`` layout and a
 dependency among their repositories: test holds fast suites (parse and inflection, about 0.3 s a run; isodate, a
-``src/`` layout; face, which needs boltons) so that re-validating its instances in CI stays quick; dev tabulate
-and addict; train toolz, humanize (a ``src/`` layout whose tests need freezegun), freezegun (python-dateutil),
-semver (a ``src/`` layout), schema and sqlparse (a 2.4 s suite, so fewer instances).
+``src/`` layout; face, which needs boltons) so that re-validating its instances in CI stays quick; dev tabulate,
+addict and simpleeval (a one-module library: its 26 candidates ran out at 22 instances); train toolz, humanize (a
+``src/`` layout whose tests need freezegun), freezegun (python-dateutil), semver (a ``src/`` layout), schema,
+sqlparse (a 2.4 s suite, so fewer instances) and funcy (its test-only ``whatever``).
 :data:`BUNDLE_PLAN_NEXT` is what a longer build adds. six is not used although it is pinned: the sandbox's Python
 has it installed (Debian's python3-six, the host's for bwrap), so its release is every bug's fix in plain sight
 (:func:`agentgym_envs.swe.synthesize.refuse_installed`); boltons (2.4 s a run) is left out for time.
 A repository costs about 20 s of two loaded cores per instance, half synthesis and half validation on both
-backends; ``python -m agentgym_envs.swe.synthesize`` makes as many more as you like from any pin or folder."""
+backends (several times that when the machine is busy); ``python -m agentgym_envs.swe.synthesize`` makes as many
+more as you like from any pin or folder."""
 BUNDLE_PLAN_NEXT: dict[str, tuple[tuple[str, int, int], ...]] = {
-    "dev": (("simpleeval", 35, 103),),
-    "train": (("python-slugify", 35, 107), ("funcy", 30, 108)),
+    "train": (("python-slugify", 35, 107),),
 }
-"""The repositories a build adds to :data:`BUNDLE_PLAN` (split -> entries) to pass 500 instances over 15
-repositories (python-slugify needs text-unidecode, funcy its test-only ``whatever``): not in the bundle yet, for
-want of build time; merge them into :data:`BUNDLE_PLAN` and run ``python -m agentgym_envs.swe.synthesize
---bundle``."""
+"""The repository a build adds to :data:`BUNDLE_PLAN` (split -> entries) to pass 500 instances over 15
+repositories (python-slugify needs text-unidecode): not in the bundle yet, for want of build time. Merge it into
+:data:`BUNDLE_PLAN` and run ``python -m agentgym_envs.swe.synthesize --bundle``: the repositories already bundled
+are kept as they are (:func:`bundled_pins`), so only it is built."""
 BUNDLE_FOLDER = Path(__file__).resolve().parents[1] / "data" / "swe"
 """The bundle in a source checkout."""
 
@@ -381,6 +387,52 @@ def bundle_entry(tasks: Sequence[Task], file: str, repos: Sequence[str]) -> dict
             "per_difficulty": _counts(task.difficulty for task in tasks),
             "per_hint_level": _counts(task.metadata["hint_level"] for task in tasks),
             "per_bugs": _counts(task.metadata["bugs"] for task in tasks)}
+
+
+def bundle_header(plan: Mapping[str, Sequence[tuple[str, int, int]]], backends: Sequence[str]) -> dict[str, Any]:
+    """The manifest's fields that say how a bundle was built: the backends, the runs per tree, the builder's
+    versions and the plan (split -> ``[pin, instances, seed]`` entries)."""
+    return {"env": "SWE", "backends": list(backends), "runs_per_tree": RUNS_PER_TREE,
+            "generator_versions": {"synthesis": SYNTHESIS_VERSION, "libcst": importlib.metadata.version("libcst")},
+            "plan": {split: [list(entry) for entry in entries] for split, entries in plan.items()}}
+
+
+def bundled_pins(folder: str | Path, plan: Mapping[str, Sequence[tuple[str, int, int]]],
+                 backends: Sequence[str]) -> dict[str, tuple[list[Task], dict[str, Any]]]:
+    """The repositories of the SWE bundle in ``folder`` that a build of ``plan`` on ``backends`` keeps as they are:
+    pin name -> (its tasks, its manifest record).
+
+    A repository is kept when nothing its tasks came from changed: the bundle's backends, runs per tree and
+    builder versions (:func:`bundle_header`), the repository's entry in the plan (split, instances, seed), and its
+    pin's version and sha256. Its tasks are read from its split's file, checked against the manifest's sha256, in
+    file order. A folder without an SWE bundle keeps none; so does one whose builder versions differ.
+
+    Raises:
+        SplitIntegrityError: A split file does not match its manifest.
+    """
+    try:
+        manifest = bundle_manifest("SWE", splits_dir=folder)
+    except UnknownTaskError:
+        return {}
+    header = bundle_header(plan, backends)
+    if any(manifest.get(key) != header[key] for key in ("backends", "runs_per_tree", "generator_versions")):
+        return {}
+    kept: dict[str, tuple[list[Task], dict[str, Any]]] = {}
+    for split, entries in header["plan"].items():
+        built = [entry for entry in entries if entry in manifest["plan"].get(split, [])]
+        names = {name for name, _, _ in built if _same_pin(manifest["pins"].get(name), pin(name), split)}
+        if names:
+            tasks = load_split("SWE", split, splits_dir=folder)
+            for name in names:
+                kept[name] = ([task for task in tasks if task.metadata["repo_source"]["name"] == name],
+                              manifest["pins"][name])
+    return kept
+
+
+def _same_pin(record: Mapping[str, Any] | None, spec: RepoSpec, split: str) -> bool:
+    """Whether a manifest's record of a repository was built from ``spec`` into ``split``."""
+    return record is not None and (record["split"], record["version"], record["sha256"]) == (
+        split, spec.version, spec.sha256)
 
 
 def _counts(values: Iterable[int]) -> dict[str, int]:

@@ -3,12 +3,15 @@ repository sources, the tasks made of a report, and the bundle's manifest as the
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tasks import load_split
+from tasks.errors import SplitIntegrityError
 from tasks.splits import bundle_manifest
 from tasks.swe.environments import RepoEnvironment
 from tasks.swe.instances import SWEInstance
@@ -25,6 +28,7 @@ from tasks.swe.synthesis import (
     SynthesisError,
     SynthesisReport,
     bundle_entry,
+    bundled_pins,
     combine_judgements,
     drop_category,
     folder_source,
@@ -95,7 +99,7 @@ def test_the_bundle_matches_its_manifest_and_is_disjoint_by_repository() -> None
 def test_the_bundle_is_large_and_every_task_runs_in_its_pins_environment() -> None:
     manifest = bundle_manifest("SWE")
     tasks = [task for split in manifest["splits"] for task in load_split("SWE", split)]
-    assert len(tasks) >= 400 and len(manifest["pins"]) >= 12
+    assert len(tasks) >= 470 and len(manifest["pins"]) >= 14
     layouts, dependencies = set(), set()
     for task in tasks:
         name = task.metadata["repo_source"]["name"]
@@ -111,6 +115,34 @@ def test_the_bundle_is_large_and_every_task_runs_in_its_pins_environment() -> No
         names = manifest["splits"][split]["repos"]
         assert any(PINS[name].requirements for name in names), names
         assert any(PINS[name].source_folders[0].startswith("src/") for name in names), names
+
+
+def test_a_rebuild_keeps_the_bundled_repositories_whose_inputs_did_not_change(tmp_path: Path) -> None:
+    folder = tmp_path / "swe"
+    shutil.copytree(BUNDLE_FOLDER, folder)
+    manifest = bundle_manifest("SWE", splits_dir=folder)
+    plan = {split: tuple(tuple(entry) for entry in entries) for split, entries in manifest["plan"].items()}
+    backends = manifest["backends"]
+    kept = bundled_pins(folder, plan, backends)
+    assert sorted(kept) == sorted(manifest["pins"])
+    for split, entries in plan.items():  # each repository's tasks, in file order, and its record
+        assert [task for name, _, _ in entries for task in kept[name][0]] == load_split("SWE", split)
+        assert all(kept[name][1] == manifest["pins"][name] for name, _, _ in entries)
+    # a new seed (or count) makes its repository again; the others stay
+    (name, count, seed), *others = plan["test"]
+    changed_plan = {**plan, "test": ((name, count, seed + 1), *others)}
+    assert sorted(bundled_pins(folder, changed_plan, backends)) == sorted(set(manifest["pins"]) - {name})
+    # other backends, or a pin whose release changed, make them again
+    assert bundled_pins(folder, plan, ["bwrap"]) == {}
+    manifest["pins"][name]["sha256"] = "0" * 64
+    (folder / "MANIFEST.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert name not in bundled_pins(folder, plan, backends)
+    # an edited split file is an error, not a silent rebuild; no bundle keeps nothing
+    with (folder / "test.jsonl").open("a", encoding="utf-8") as split_file:
+        split_file.write("\n")
+    with pytest.raises(SplitIntegrityError, match=r"test\.jsonl"):
+        bundled_pins(folder, plan, backends)
+    assert bundled_pins(tmp_path / "empty", plan, backends) == {}
 
 
 def test_the_next_repositories_are_pinned_and_not_in_the_bundle_yet() -> None:
