@@ -32,7 +32,7 @@ moves chaotically with the draws and the rounding, and a target on all answers m
 seeds 1 and 2 under format 7). The number answers crawled too, from some phase-2 models (AVX512 seed 4 of format
 8: 0.514 after 3,000 steps), until the number phase came before the drills: from that phase-2 model the drills
 stood at 0.19 after 200 steps without it and reached 0.9 in 203 steps after it (on the same draws), and the whole
-build of seed 4 now reaches the target in 913 drill steps. Known problem: the drills still take from 40 to 1,003
+build of seed 4 now reaches the target in 913 drill steps. Known problem: the drills still take from 31 to 1,003
 steps over the builds measured so far. Builds over seeds, kernel paths and thread counts:
 ``python -m benchmarks.pretraining``; measured in ``docs/pretraining.md``.
 
