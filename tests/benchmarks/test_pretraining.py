@@ -13,6 +13,7 @@ from rich.console import Console
 import benchmarks.pretraining
 from benchmarks.pretraining import (
     CAPABILITY_THEN_BUILD,
+    KERNEL_ENVIRONMENT,
     Build,
     BuildSpec,
     build_error,
@@ -35,6 +36,35 @@ def test_a_build_process_takes_the_kernel_path_it_is_forced_onto(kernel, taken):
                              env={**os.environ, "ATEN_CPU_CAPABILITY": kernel}, capture_output=True, text=True,
                              check=True)
     assert process.stdout.strip() == f"capability={taken}"
+
+
+PRODUCT_BITS = ("import hashlib, numpy, torch; torch.set_num_threads(1); rng = numpy.random.default_rng(0); "
+                "a, b = (torch.from_numpy(rng.standard_normal(shape, dtype=numpy.float32)) "
+                "for shape in ((64, 257), (257, 129))); "
+                "print(hashlib.sha256((a @ b).numpy().tobytes()).hexdigest())")
+"""A process that prints a digest of a float32 matrix product's bits (MKL computes it; numpy draws the factors,
+whose bits torch's kernel path would change)."""
+
+
+def _cpu_flags() -> set[str]:
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    return set(" ".join(line for line in lines if line.startswith("flags")).split())
+
+
+def _product_bits(environment: dict[str, str]) -> str:
+    import os
+
+    kept = {name: value for name, value in os.environ.items() if name not in KERNEL_ENVIRONMENT["avx2"]}
+    return subprocess.run([sys.executable, "-c", PRODUCT_BITS], env={**kept, **environment}, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+@pytest.mark.skipif("avx2" not in _cpu_flags(), reason="MKL runs above SSE4.2 only on an AVX2 processor")
+def test_a_kernel_path_caps_mkls_matrix_products_too():
+    own = _product_bits({})
+    assert _product_bits({"ATEN_CPU_CAPABILITY": "default"}) == own  # torch's own path alone leaves MKL as it was
+    assert _product_bits(KERNEL_ENVIRONMENT["default"]) != own       # the path's MKL cap changes the bits
 
 
 @pytest.mark.parametrize(("returncode", "phases", "reached"), [
@@ -75,8 +105,7 @@ def test_a_failed_builds_error_is_its_error_line_not_the_progress_bars_around_it
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="torch's x86 kernel paths")
 def test_the_runnable_kernel_paths_are_those_the_processors_flags_allow(monkeypatch):
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")  # the processor's own paths are asked, not a forced one
-    flags = set(" ".join(line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                         if line.startswith("flags")).split())
+    flags = _cpu_flags()
     if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
         expected = ("default", "avx2", "avx512")
     elif {"avx2", "fma"} <= flags:
