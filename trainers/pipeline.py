@@ -553,6 +553,34 @@ def summary_rows(runs: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, st
     return rows
 
 
+SUCCESS_METRICS = ("greedy_success", "sampled_success")
+
+
+def learning_verdicts(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Per env and success metric, whether GRPO beat SFT beyond the SFT models' spread over the seeds.
+
+    The paired gain (GRPO - SFT per seed, averaged) counts as beyond the spread when it is larger than the standard
+    deviation of the SFT models' success over the seeds: what the warm start's seed alone moves the number by.
+    With one seed there is no spread, and the line says so.
+    """
+    from trainers.monitoring import short_env_id
+
+    lines = []
+    for env_id in runs[0]["sft"]:
+        for metric in SUCCESS_METRICS:
+            before = np.array([run["sft"][env_id][metric] for run in runs])
+            gains = np.array([run["grpo"][env_id][metric] for run in runs]) - before
+            head = (f"{short_env_id(env_id)} {metric}: GRPO - SFT {gains.mean():+.3f} paired, up in "
+                    f"{int((gains > 0).sum())} of {len(runs)} seeds")
+            if len(runs) < 2:
+                lines.append(f"{head}; one seed, no spread to compare with")
+                continue
+            spread = before.std(ddof=1)
+            beyond = "beyond" if gains.mean() > spread else "NOT beyond"
+            lines.append(f"{head}; {beyond} the SFT models' spread ({spread:.3f})")
+    return lines
+
+
 def _mean_std(values: np.ndarray, signed: bool = False) -> str:
     sign = "+" if signed else ""
     return f"{values.mean():{sign}.3f} ± {values.std(ddof=1) if len(values) > 1 else 0.0:.3f}"
@@ -572,6 +600,8 @@ def print_table(runs: Sequence[dict[str, Any]], jobs: Mapping[str, EnvJob]) -> N
     for row in summary_rows(runs):
         table.add_row(*row)
     Console(width=None if sys.stdout.isatty() else 120).print(table)  # a log file gets whole metric names
+    for line in learning_verdicts(runs):
+        print(line, flush=True)
 
 
 def save_plot(runs: Sequence[dict[str, Any]], path: Path) -> None:
@@ -680,7 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     save_plot(runs, output / "reward.png")
     results = {"config": asdict(config), "held_out_tasks": {env_id: len(job.held_out) for env_id, job in jobs.items()},
                "pretraining": [asdict(phase) for phase in built_phases(settings=config.pretraining())],
-               "demonstrations": len(episodes), "runs": runs,
+               "demonstrations": len(episodes), "runs": runs, "learning": learning_verdicts(runs),
                "total_s": time.perf_counter() - started}
     (output / "results.json").write_text(json.dumps(results, indent=2))
     print(f"results: {output / 'results.json'}, plot: {output / 'reward.png'}, "

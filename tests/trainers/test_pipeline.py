@@ -15,6 +15,7 @@ from trainers.pipeline import (
     SEARCH_ENV,
     PipelineConfig,
     env_jobs,
+    learning_verdicts,
     reward_curves,
     summary_rows,
     worker_environment,
@@ -121,6 +122,29 @@ def test_reward_curves_and_paired_summary():
             for before, after in ((0.1, 0.3), (0.2, 0.3))]
     rows = {(env, metric): rest for env, metric, *rest in summary_rows(runs)}
     assert rows[("PythonSandbox-v0", "greedy_success")] == ["0.150 ± 0.071", "0.300 ± 0.000", "+0.150 ± 0.071"]
+
+
+@pytest.mark.parametrize(("pairs", "verdict"), [
+    # SFT 0.0 / 0.2 / 0.1 (std 0.100); gains +0.2 / +0.1 / +0.3: mean +0.200 > 0.100
+    (((0.0, 0.2), (0.2, 0.3), (0.1, 0.4)),
+     "+0.200 paired, up in 3 of 3 seeds; beyond the SFT models' spread (0.100)"),
+    # SFT 0.0 / 0.4 / 0.2 (std 0.200); gains +0.1 / 0 / +0.2: mean +0.100 < 0.200
+    (((0.0, 0.1), (0.4, 0.4), (0.2, 0.4)),
+     "+0.100 paired, up in 2 of 3 seeds; NOT beyond the SFT models' spread (0.200)"),
+    # a loss in every seed is never beyond
+    (((0.3, 0.1), (0.3, 0.2), (0.3, 0.2)),
+     "-0.133 paired, up in 0 of 3 seeds; NOT beyond the SFT models' spread (0.000)"),
+    (((0.1, 0.5),), "+0.400 paired, up in 1 of 1 seeds; one seed, no spread to compare with"),
+])
+def test_learning_verdicts_compare_the_paired_gain_with_the_sft_models_spread(pairs, verdict):
+    def evaluation(success: float) -> dict[str, float]:
+        return {"greedy_success": success, "sampled_success": 0.5}
+
+    runs = [{"sft": {PYTHON_ENV: evaluation(before)}, "grpo": {PYTHON_ENV: evaluation(after)}}
+            for before, after in pairs]
+    greedy, sampled = learning_verdicts(runs)
+    assert greedy == f"PythonSandbox-v0 greedy_success: GRPO - SFT {verdict}"
+    assert sampled.startswith("PythonSandbox-v0 sampled_success: GRPO - SFT +0.000 paired, up in 0 of")
 
 
 def test_answer_in_tool_output_looks_at_env_tokens_only_and_whole_numbers():
