@@ -53,6 +53,7 @@ from trainers.infra_guard import (
 from trainers.model_path import TINY_MODEL, ModelNotFoundError
 from trainers.monitoring import RolloutMonitor, carries_no_signal
 from trainers.overlap import PolicySnapshot, RolloutBatch, RolloutPrefetch
+from trainers.precision import float32_without_native_bf16
 from trainers.rollout import (
     EnvPool,
     Episode,
@@ -121,6 +122,7 @@ class AgentGRPOConfig(GRPOConfig):
                 "warm-started: the warning says how to); 0: never. Training goes on."})
 
     def __post_init__(self) -> None:
+        float32_without_native_bf16(self)
         super().__post_init__()
         check_infra_error_settings(self.infra_error_stop_share, self.infra_error_window)
         if self.zero_variance_warn_steps < 0:

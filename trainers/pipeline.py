@@ -241,11 +241,9 @@ def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig
                report: Report | None = None) -> None:
     """SFT on the demonstrations (TRL ``SFTTrainer``); progress to ``report`` (TRL's bar when None), TRL's log
     dictionaries also to ``output/sft/trainer_log.jsonl``."""
-    from trl import SFTConfig
+    from trainers.sft import AgentSFTConfig, train_sft
 
-    from trainers.sft import train_sft
-
-    args = SFTConfig(output_dir=str(output / "sft"), max_steps=config.sft_steps, per_device_train_batch_size=8,
+    args = AgentSFTConfig(output_dir=str(output / "sft"), max_steps=config.sft_steps, per_device_train_batch_size=8,
                      learning_rate=config.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=10,
                      logging_steps=10, report_to=[], save_strategy="no", use_cpu=True, seed=seed, max_length=2048,
                      disable_tqdm=report is not None)

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-from trl import SFTTrainer
+from trl import SFTConfig, SFTTrainer
 
 from agentgym_envs.policies import Policy, ScriptedAgent
 from agentgym_envs.registration import env_spec
 from agentgym_envs.runner import AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from tasks import Task
 from trainers.chat import ChatTokens
+from trainers.precision import float32_without_native_bf16
 from trainers.rollout import ChatRecorder
 from trainers.scoring import LabelScores, has_plain_output_head, label_scores
 from trainers.tiny_model import load_model
@@ -135,6 +136,14 @@ def sft_dataset(episodes: Sequence[Episode]):
     })
 
 
+class AgentSFTConfig(SFTConfig):
+    """TRL's ``SFTConfig``, with ``bf16`` left off on a CPU that would emulate it (:mod:`trainers.precision`)."""
+
+    def __post_init__(self) -> None:
+        float32_without_native_bf16(self)
+        super().__post_init__()
+
+
 @dataclass
 class WarmStartConfig:
     """What ``python -m trainers.sft`` learns from, on top of TRL's ``SFTConfig``."""
@@ -225,9 +234,9 @@ def train_sft(model, tokenizer, episodes: Sequence[Episode], args, callbacks: Se
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m trainers.sft --config <yaml>``: play the demonstrator, fine-tune on its solved episodes, save."""
-    from trl import SFTConfig, TrlParser
+    from trl import TrlParser
 
-    warm, args = TrlParser((WarmStartConfig, SFTConfig)).parse_args_and_config(
+    warm, args = TrlParser((WarmStartConfig, AgentSFTConfig)).parse_args_and_config(
         args=list(argv) if argv is not None else None)
     model, tokenizer = load_model(warm.model_name_or_path)
     env = gym.make(warm.env_id, **warm.env_kwargs)
