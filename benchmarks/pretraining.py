@@ -1,15 +1,16 @@
 """Does the echo pretraining reach its targets on every machine? Builds over seeds, kernel paths and threads.
 
-Torch picks its CPU kernels by what the processor offers, in two places that round differently: its own
-kernels (``ATEN_CPU_CAPABILITY=avx2|avx512|default`` forces a path) and the matrix products of Intel's MKL,
-which picks its own instruction set (``MKL_ENABLE_INSTRUCTIONS`` caps it); thread counts round differently
-too. A pretraining whose outcome hangs on its draws would then build a good model on one machine and a useless
-one on the next. This builds the tiny model's echo pretraining (:mod:`trainers.pretrain`) once per (kernel
-path, seed, thread count), each in its own process and its own empty cache, and prints a table: per build,
-each phase's steps and final copy accuracy, the build's wall time, and whether every phase reached its target.
-It exits 1 when a build missed one. A kernel path caps both torch's kernels and MKL's (:data:`KERNEL_ENVIRONMENT`),
-as a processor with only that instruction set would. By default it builds on every kernel path this processor
-runs; it refuses (exit 2) a path the processor lacks, which torch would take anyway and die on with SIGILL.
+Torch picks its CPU kernels by what the processor offers, in three places that round differently: its own
+kernels (``ATEN_CPU_CAPABILITY=avx2|avx512|default`` forces a path), and the matrix products of Intel's MKL and
+of oneDNN, which pick their own instruction sets (``MKL_ENABLE_INSTRUCTIONS``, ``ONEDNN_MAX_CPU_ISA`` cap them);
+thread counts round differently too. A pretraining whose outcome hangs on its draws would then build a good
+model on one machine and a useless one on the next. This builds the tiny model's echo pretraining
+(:mod:`trainers.pretrain`) once per (kernel path, seed, thread count), each in its own process and its own empty
+cache, and prints a table: per build, each phase's steps and final copy accuracy, the build's wall time, and
+whether every phase reached its target. It exits 1 when a build missed one. A kernel path caps torch's kernels,
+MKL's and oneDNN's (:data:`KERNEL_ENVIRONMENT`), as a processor with only that instruction set would. By default
+it builds on every kernel path this processor runs; it refuses (exit 2) a path the processor lacks, which torch
+would take anyway and die on with SIGILL.
 
 Builds run side by side (``--parallel``, default: one per CPU core; each build uses ``--threads`` torch
 threads), so wall times grow when they share cores with other work.
@@ -46,14 +47,18 @@ checking the processor: one it lacks dies with SIGILL at its first vector kernel
 forced onto avx512), so :func:`runnable_kernels` says which ones this processor runs."""
 
 KERNEL_ENVIRONMENT: dict[str, dict[str, str]] = {
-    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
-    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
+    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512", "ONEDNN_MAX_CPU_ISA": "DEFAULT"},
 }
-"""The variables that put a build on a kernel path: torch's own kernels and MKL's, capped at that instruction
-set. ATEN_CPU_CAPABILITY alone leaves MKL on the processor's best set, a mix no processor runs: on an AVX512
-Intel machine forced onto avx2, the random strings of seed 0 took 746 steps with MKL on AVX512 and 678 with it
-capped at AVX2."""
+"""The variables that put a process on a kernel path, as a processor with only that instruction set would run:
+torch's own kernels, MKL's matrix products and oneDNN's (avx512 leaves oneDNN the AVX512 extensions the processor
+has, AVX512-BF16 and AMX among them). ATEN_CPU_CAPABILITY alone is a mix no processor runs. MKL stays on the
+processor's best set: on an AVX512 Intel machine forced onto avx2, the random strings of seed 0 took 746 steps
+with MKL on AVX512 and 678 with it capped at AVX2. And oneDNN keeps AMX, whose bfloat16 attention then calls an
+AVX512-only kernel that torch's AVX2 build lacks: SFT stopped at its first step with "pack_vnni2 is only supported
+when avx512 is supported". The main job runs on a path with the same variables set, e.g.
+``ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 python -m trainers.pipeline``."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pretraining", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="Pretraining seeds.")
     parser.add_argument("--kernels", nargs="+", choices=KERNELS,
-                        help="Kernel paths (torch's and MKL's capped at it), one build each "
+                        help="Kernel paths (torch's, MKL's and oneDNN's kernels capped at it), one build each "
                              "(default: every one this processor runs).")
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="Torch thread counts, one build each.")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="Builds run at once.")
