@@ -180,7 +180,8 @@ class PretrainingError(RuntimeError):
             f"answer, so the build stops here and saves nothing. What to do: build with other draws "
             f"(`python -m trainers.pretrain --seed {settings.seed + 1}`, or the main job's --pretrain_seed), or give "
             f"the phase more steps or a lower target (EchoPretraining's *_max_steps, *_target); please report the "
-            f"seed, `ATEN_CPU_CAPABILITY` and torch version with it.")
+            f"seed, the processor, the torch version and the kernel variables set (ATEN_CPU_CAPABILITY, "
+            f"MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA) with it.")
 
 
 def echo_sentences(n_entities: int = 400) -> list[str]:
