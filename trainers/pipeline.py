@@ -245,8 +245,8 @@ def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig
 
     args = AgentSFTConfig(output_dir=str(output / "sft"), max_steps=config.sft_steps, per_device_train_batch_size=8,
                      learning_rate=config.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=10,
-                     logging_steps=10, report_to=[], save_strategy="no", use_cpu=True, seed=seed, max_length=2048,
-                     disable_tqdm=report is not None)
+                     logging_steps=10, report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=seed,
+                     max_length=2048, disable_tqdm=report is not None)
     train_sft(model, tokenizer, episodes, args, callbacks=_trainer_callbacks(report, "SFT", Path(args.output_dir)))
 
 
@@ -332,7 +332,7 @@ def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConf
         per_device_train_batch_size=config.group_size * config.groups_per_step, num_generations=config.group_size,
         gradient_accumulation_steps=1, beta=0.0, loss_type="dapo", epsilon=0.2, epsilon_high=0.28,
         temperature=1.0, max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn,
-        logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, seed=seed, envs=list(jobs),
+        logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=seed, envs=list(jobs),
         lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=report is not None)
     trainer = build_trainer(args, model, tokenizer, tasks={env_id: job.train for env_id, job in jobs.items()},
                             env_factory=lambda env_id: jobs[env_id].make_env(jobs[env_id].train))
