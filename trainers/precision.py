@@ -4,9 +4,10 @@ TRL's configs turn ``bf16`` on unless told otherwise, which on a CPU means bfloa
 AVX512-BF16 or AMX runs it about 3x faster than float32 (10.5 ms against 35.4 ms for a 256-1024-256 MLP's forward
 and backward on 2,048 rows, one thread, an AMX Intel Xeon); one without them emulates it, about 11x slower than
 float32 (646 ms against 57 ms on the same machine with torch, MKL and oneDNN capped at AVX2), the likely reason
-the main job's SFT took 7.2 s a step on an AVX2-only AMD EPYC (0.25 s on the Xeon, capped at AVX2, in float32).
-So a CPU run leaves bf16 off unless oneDNN (whose answer follows ``ONEDNN_MAX_CPU_ISA``) says the CPU computes
-it; a bf16 set explicitly is kept. The tiny model's recipes set it off everywhere (the same numbers on every CPU).
+the main job's SFT took 7.2 s a step on an AVX2-only AMD EPYC (0.3 s on the Xeon capped at AVX2, in float32,
+three seeds side by side). So a CPU run leaves bf16 off unless oneDNN (whose answer follows
+``ONEDNN_MAX_CPU_ISA``) says the CPU computes it; a bf16 set explicitly is kept. The tiny model's recipes set it
+off everywhere (the same numbers on every CPU).
 """
 
 from __future__ import annotations
