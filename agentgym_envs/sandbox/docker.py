@@ -5,11 +5,12 @@ Docker's init as its main process, with no network,
 a read-only root, size-limited tmpfs mounts for ``/work`` and ``/tmp``, every capability dropped
 but root's CAP_KILL (``nobody`` holds none), and pids/memory/CPU limits. The kernel is started with
 ``docker exec -i`` as user ``nobody`` and is then reached over that exec stream, so a tool call costs
-a pipe round trip, not a new exec. A reset kills every process of ``nobody`` from a root exec (which
-no process of ``nobody`` can stop) and empties ``/work`` and ``/tmp``; the container
-itself is reused, unless that fails (a fork bomb holding every pid leaves no room for the
-``exec``), in which case the container is restarted. Every container carries
-:data:`~agentgym_envs.sandbox.labels.SANDBOX_LABEL` so that leftovers can be swept
+a pipe round trip, not a new exec. A reset is two execs: one as root kills every process of ``nobody``
+(no process of ``nobody`` can stop it), then the new kernel empties ``/work`` and ``/tmp`` before it serves
+(:func:`~agentgym_envs.sandbox.kernel.wipe`; they are ``nobody``'s, which root, holding no other capability,
+may not touch). The container itself is reused, unless the kill fails (a fork bomb holding every pid leaves no
+room for the ``exec``) or the kernel cannot empty the mounts, in which case the container is restarted.
+Every container carries :data:`~agentgym_envs.sandbox.labels.SANDBOX_LABEL` so that leftovers can be swept
 (``python -m agentgym_envs.sandbox sweep``).
 """
 
@@ -48,19 +49,11 @@ KILL_SCRIPT = (
 )
 """Run as root, whose only capability in the container is CAP_KILL: kill every process of ``nobody`` until
 none is left (exit 1 if some survive). No process of ``nobody`` can signal it (another user, and ``nobody``
-holds no capability), so a process the agent left behind cannot stop the wipe. The processes are found in
+holds no capability), so a process the agent left behind cannot stop the reset. The processes are found in
 ``/proc`` with coreutils' ``stat``, not with procps' ``pkill``, which an image the user brings (a SWE-bench
 instance image, Ubuntu without procps) may lack: there ``pkill``'s "not found" read as "none left"."""
-WIPE_SCRIPT = (
-    'others() { for d in /proc/[0-9]*; do [ "${d#/proc/}" != "$$" ] && [ -O "$d" ] && return 0; done; return 1; }; '
-    "for attempt in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null; others || break; sleep 0.05; done; "
-    "others && exit 1; chmod -R u+rwx /work /tmp 2>/dev/null; find /work /tmp -mindepth 1 -delete 2>/dev/null; exit 0"
-)
-"""Run as ``nobody``: kill every process of that user but the shell until none is left (exit 1 if
-some survive), then empty the tmpfs mounts. Whether any is left is read from the owners of
-``/proc/<pid>``, not from ``kill``'s status: ``kill -1`` succeeds as long as any process exists,
-even one it may not signal (root's ``sleep``), so its status would say "some left" forever. Folders the code
-made read-only are made writable first, or their contents would outlive the episode."""
+WIPED_FOLDERS = ("/work", "/tmp")
+"""The container's writable tmpfs mounts, which each kernel empties before it serves (after the root kill)."""
 
 INFRA_EVENTS = ["kill", "die", "stop", "pause", "destroy"]
 """Container events only the daemon's clients cause (an OOM kill of the agent's process is an "oom" event)."""
@@ -136,24 +129,45 @@ class DockerSandbox(KernelSandbox):
             raise SandboxUnavailableError(f"could not start a sandbox container: {exc}") from exc
 
     def _spawn_kernel(self) -> KernelProcess:
-        config = self.kernel_config(workdir="/work", nproc=None, may_kill_all=True)
+        config = self.kernel_config(workdir="/work", nproc=None, may_kill_all=True, wipe=WIPED_FOLDERS)
         self._dirty = True
         self._kernel_started_at = time.time()
         return KernelProcess(["docker", "exec", "-i", "-u", SANDBOX_USER, "-w", "/work", self.container.id,
                               "python3", "-I", "-c", KERNEL_SOURCE, config])
 
     def _wipe(self) -> None:
+        """Kill every process of the sandbox user as root; the next kernel empties the mounts as it starts.
+
+        Root kills: a process of the sandbox user can stop every process of that user (kill -STOP -1 in a loop),
+        a wipe exec'd as that user included, and a stopped exec jams the container for the daemon. Once root's
+        kill is done no process of the user is left to refill the mounts, so the next kernel, the only one, empties
+        them before it serves; one exec fewer than a separate wipe (a loaded daemon takes 0.1 to 0.2 s an exec).
+        """
         if not self._dirty:
             return
-        # Root first: a process of the sandbox user can stop every process of that user (kill -STOP -1 in a
-        # loop), a wipe exec'd as that user included, and a stopped exec jams the container for the daemon.
-        if self._exec_status(KILL_SCRIPT, user="0:0") == 0 and self._exec_status(WIPE_SCRIPT, SANDBOX_USER) == 0:
+        if self._exec_status(KILL_SCRIPT, user="0:0") == 0:
             self._dirty = False
         elif self._infrastructure_alive():
             self._restart_container()
             self._dirty = False
         # A paused or dead container (or a daemon that does not answer) stays dirty: the next wipe tries
         # again once it runs; meanwhile the next start fails loudly, and close() removes it.
+
+    def _start_kernel(self) -> KernelProcess:
+        """A kernel started into the container; if it cannot start (it could not empty the mounts, or it was
+        killed doing so by the memory limit, whose room the agent's files in the tmpfs mounts take), the container
+        is restarted, which empties them, and the kernel started again.
+
+        Raises:
+            SandboxCrashedError: The container is stopped or gone, or a kernel cannot start in a restarted one.
+        """
+        try:
+            return super()._start_kernel()
+        except SandboxCrashedError:
+            if not self._infrastructure_alive():
+                raise
+        self._restart_container()
+        return super()._start_kernel()
 
     def _exec_status(self, script: str, user: str) -> int | None:
         """Exit status of ``sh -c script`` run in the container as ``user``; None when Docker failed."""

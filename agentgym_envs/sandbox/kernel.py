@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import contextlib
 import errno
 import json
 import os
@@ -196,6 +197,51 @@ def kill_other_processes(budget_s: float = 1.0) -> None:
         time.sleep(0.01)
 
 
+def wipe(folders: list[str]) -> None:
+    """Leave ``folders`` (the sandbox's writable mounts) empty, or exit when they cannot be emptied.
+
+    Run by a kernel started as the sandbox's user before it serves (Docker: after root killed every process of
+    that user, so nothing can refill them), and only there: other processes of the user are killed first all the
+    same, which on the local backend would be the host user's. Folders the code made read-only are made writable
+    first (``chmod -R u+rwx``, which leaves symbolic links' targets alone), or their contents would outlive the
+    episode; ``find -delete`` empties trees of any depth.
+    """
+    kill_every_other_process()
+    if not any(os.listdir(folder) for folder in folders):
+        return
+    import subprocess  # only here: every kernel start (bwrap's too) would pay for the import
+
+    script = 'chmod -R u+rwx "$@" 2>/dev/null; find "$@" -mindepth 1 -delete'
+    subprocess.run(["sh", "-c", script, "wipe", *folders], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   check=False)  # stderr is the host's: it reads why a kernel did not start
+    left = {folder: sorted(os.listdir(folder))[:5] for folder in folders if os.listdir(folder)}
+    if left:
+        sys.exit(f"agentrl kernel: could not empty {left}")
+
+
+def kill_every_other_process(attempts: int = 10) -> None:
+    """Kill every process of this user but this one until none is left; exit when some survive."""
+    for _ in range(attempts):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        if not other_processes():
+            return
+        time.sleep(0.05)
+    sys.exit(f"agentrl kernel: processes of its user survive: {other_processes()}")
+
+
+def other_processes() -> list[int]:
+    """Pids of the processes of this user but this one, from the owners of ``/proc/<pid>``: ``kill(-1)``'s status
+    cannot tell, as it succeeds while any process but init exists, even one it may not signal (root's)."""
+    others = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            with contextlib.suppress(OSError):  # gone in the meantime
+                if os.stat(f"/proc/{name}").st_uid == os.getuid():
+                    others.append(int(name))
+    return others
+
+
 def reap_children() -> bool:
     """Reap every child that has exited; True while some child is still running."""
     while True:
@@ -293,6 +339,8 @@ class Kernel:
 def main() -> None:
     """Entry point: ``python3 -c KERNEL_SOURCE CONFIG_JSON``."""
     config = json.loads(sys.argv[1])
+    if config.get("wipe"):  # Docker's; a bwrap namespace's mounts start empty, the local backend wipes itself
+        wipe(config["wipe"])
     os.environ.update({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     os.chdir(config["workdir"])
     apply_rlimits(config)

@@ -240,7 +240,8 @@ class KernelSandbox(ABC):
 
     @abstractmethod
     def _wipe(self) -> None:
-        """Kill every process in the sandbox (the kernel included) and empty the work directory."""
+        """Kill every process in the sandbox (the kernel included) and empty the work directory (or leave that to
+        the next kernel, which then empties it before it serves: :meth:`kernel_config`'s ``wipe``)."""
 
     @abstractmethod
     def _infrastructure_fault(self) -> str | None:
@@ -266,10 +267,12 @@ class KernelSandbox(ABC):
     def _release(self) -> None:  # noqa: B027 (optional hook: backends without extra resources skip it)
         """Free what the sandbox holds beyond its processes (containers, directories)."""
 
-    def kernel_config(self, *, workdir: str, nproc: int | None, may_kill_all: bool) -> str:
-        """The JSON config string the kernel reads from its argv."""
+    def kernel_config(self, *, workdir: str, nproc: int | None, may_kill_all: bool,
+                      wipe: Sequence[str] = ()) -> str:
+        """The JSON config string the kernel reads from its argv; ``wipe``: folders it empties before it serves,
+        after killing every other process of its user (:func:`~agentgym_envs.sandbox.kernel.wipe`)."""
         return json.dumps({
-            "workdir": workdir, "nproc": nproc,
+            "workdir": workdir, "nproc": nproc, "wipe": list(wipe),
             "may_kill_all": may_kill_all, "memory_mb": self.limits.memory_mb,
             "disk_mb": self.limits.disk_mb, "output_bytes": self.limits.output_bytes,
         })

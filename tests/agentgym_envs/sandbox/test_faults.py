@@ -261,6 +261,48 @@ def test_container_removed_mid_call_is_an_infrastructure_fault(docker_sandbox: K
     assert not docker_sandbox.healthy()
 
 
+UNEMPTIABLE = ("/work", "/tmp", "/etc")
+"""Folders the kernel is told to empty, one of them on the read-only root: its start fails as if it could not
+empty its mounts."""
+
+
+@pytest.mark.docker
+def test_a_kernel_that_cannot_empty_its_mounts_never_serves(docker_sandbox: KernelSandbox,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    from agentgym_envs.sandbox import docker as docker_module
+
+    restarts = []
+    restart = docker_sandbox._restart_container
+    monkeypatch.setattr(docker_sandbox, "_restart_container", lambda: (restarts.append(1), restart()))
+    monkeypatch.setattr(docker_module, "WIPED_FOLDERS", UNEMPTIABLE)
+
+    with pytest.raises(SandboxCrashedError, match="could not empty"):
+        docker_sandbox.reset()
+    assert len(restarts) == 1  # the container was restarted once, and the kernel failed again there
+
+
+@pytest.mark.docker
+def test_a_kernel_that_cannot_empty_its_mounts_gets_a_restarted_container(docker_sandbox: KernelSandbox,
+                                                                         monkeypatch: pytest.MonkeyPatch):
+    from agentgym_envs.sandbox import docker as docker_module
+
+    assert docker_sandbox.run_code("open('/tmp/left.txt', 'w').write('x')\nkept = 1").ok
+    restart = docker_sandbox._restart_container
+
+    def restart_then_empty_only_the_mounts() -> None:
+        monkeypatch.setattr(docker_module, "WIPED_FOLDERS", ("/work", "/tmp"))
+        restart()
+
+    monkeypatch.setattr(docker_sandbox, "_restart_container", restart_then_empty_only_the_mounts)
+    monkeypatch.setattr(docker_module, "WIPED_FOLDERS", UNEMPTIABLE)
+
+    docker_sandbox.reset()  # not an infrastructure fault: the container was restarted, which emptied the mounts
+
+    listing = docker_sandbox.run_code("import os\nos.listdir('/tmp')")
+    assert (listing.ok, listing.output) == (True, "[]\n")
+    assert "NameError" in docker_sandbox.run_code("kept").output
+
+
 @pytest.fixture
 def silent_daemon(tmp_path: Path) -> Iterator[docker.DockerClient]:
     """A client whose daemon socket accepts connections and never answers (a hung dockerd)."""

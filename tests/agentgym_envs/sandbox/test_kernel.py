@@ -6,12 +6,13 @@ These need no Docker and no bubblewrap, so they run everywhere.
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 import pytest
 
 from agentgym_envs.errors import EnvConfigError
-from agentgym_envs.sandbox import SandboxLimits, open_sandbox
+from agentgym_envs.sandbox import SandboxLimits, kernel, open_sandbox
 from agentgym_envs.sandbox.kernel import CellTimeout, HeadTail, classify, compile_cell
 from agentgym_envs.sandbox.local import UnsafeSandboxWarning
 
@@ -110,6 +111,48 @@ def test_head_tail_under_the_limit_is_untouched():
     capture.add(b"hel")
     capture.add(b"lo\n" + b"x" * 500)
     assert capture.render() == (b"hello\n" + b"x" * 500, 0)
+
+
+def fill(folder: Path, outside: Path) -> None:
+    """What an agent leaves in a mount: nested files, a folder made read-only, a link to a file outside."""
+    (folder / "a" / "b").mkdir(parents=True)
+    (folder / "a" / "b" / "deep.txt").write_text("x")
+    (folder / "a" / "top.txt").write_text("x")
+    (folder / "a").chmod(0o500)
+    (folder / "link").symlink_to(outside)
+
+
+@pytest.fixture
+def no_kill(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """``kernel.kill_every_other_process`` recorded, not run: on the host it would kill every process of the user."""
+    calls: list[bool] = []
+    monkeypatch.setattr(kernel, "kill_every_other_process", lambda: calls.append(True))
+    return calls
+
+
+def test_wipe_kills_then_empties_read_only_folders_and_leaves_link_targets(tmp_path: Path, no_kill: list[bool]):
+    work, temp, outside = tmp_path / "work", tmp_path / "tmp", tmp_path / "outside.txt"
+    work.mkdir()
+    temp.mkdir()
+    outside.write_text("kept")
+    outside.chmod(0o400)
+    fill(work, outside)
+    (temp / "t.txt").write_text("x")
+
+    kernel.wipe([str(work), str(temp)])
+
+    assert no_kill == [True]
+    assert (os.listdir(work), os.listdir(temp)) == ([], [])
+    assert (outside.read_text(), outside.stat().st_mode & 0o777) == ("kept", 0o400)  # the link's target untouched
+
+
+def test_wipe_exits_saying_what_it_could_not_empty(tmp_path: Path, no_kill: list[bool],
+                                                   monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "stuck.txt").write_text("x")
+    monkeypatch.setattr("subprocess.run", lambda *args, **kwargs: None)  # a find that deletes nothing
+
+    with pytest.raises(SystemExit, match=r"could not empty .*stuck\.txt"):
+        kernel.wipe([str(tmp_path)])
 
 
 # ------------------------------------------------------------------------------------ local backend

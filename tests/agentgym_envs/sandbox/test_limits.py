@@ -383,6 +383,36 @@ def test_reset_clears_variables_imports_and_files(sandbox: KernelSandbox):
         sandbox.read_file("notes.txt")
 
 
+LEFTOVERS = """\
+import os, signal, subprocess
+os.makedirs('ro/deep')
+open('ro/deep/f.txt', 'w').write('x')
+for folder in ('ro/deep', 'ro'):
+    os.chmod(folder, 0o500)
+os.makedirs('/tmp/d')
+open('/tmp/d/t.txt', 'w').write('x')
+subprocess.Popen(['sleep', '{marker}'], start_new_session=True)
+os.kill(subprocess.Popen(['sleep', '{marker}'], start_new_session=True).pid, signal.SIGSTOP)
+subprocess.Popen(['sh', '-c', ': {marker}; sleep 0.2; while :; do kill -STOP -1; sleep 0.05; done'],
+                 start_new_session=True)
+"""
+"""What an agent may leave at a reset: a folder it made read-only, files in /tmp, a running process, a stopped one,
+and one that keeps stopping every process of the user (the kernel, and whatever the reset runs as that user)."""
+
+
+def test_reset_leaves_no_process_and_empty_mounts(sandbox: KernelSandbox):
+    marker = f"1000.{uuid.uuid4().int % 10**12:012d}"
+    assert sandbox.run_code(LEFTOVERS.format(marker=marker)).ok
+    assert eventually(lambda: len(host_pids_with(marker)) == 3), "the leftovers should be running"
+
+    sandbox.reset()
+
+    assert not any(marker in cmd for cmd in processes_inside(sandbox))
+    listing = sandbox.run_code("import os\nos.listdir('/work'), os.listdir('/tmp')")
+    assert (listing.ok, listing.output) == (True, "([], [])\n")
+    assert eventually(lambda: not host_pids_with(marker)), f"left on the host: {host_pids_with(marker)}"
+
+
 DISPLAYS = {
     "trailing-name": ("x = 6 * 7\nx", "42\n"),             # the trailing expression's repr is shown
     "repr-not-str": ("'text'", "'text'\n"),                # repr, as in a notebook, not str
