@@ -6,10 +6,10 @@ a read-only root, size-limited tmpfs mounts for ``/work`` and ``/tmp``, every ca
 but root's CAP_KILL (``nobody`` holds none), and pids/memory/CPU limits. The kernel is started with
 ``docker exec -i`` as user ``nobody`` and is then reached over that exec stream, so a tool call costs
 a pipe round trip, not a new exec. A reset is two execs: one as root kills every process of ``nobody``
-(no process of ``nobody`` can stop it), then the new kernel empties ``/work`` and ``/tmp`` before it serves
-(:func:`~agentgym_envs.sandbox.kernel.wipe`; they are ``nobody``'s, which root, holding no other capability,
-may not touch). The container itself is reused, unless the kill fails (a fork bomb holding every pid leaves no
-room for the ``exec``) or the kernel cannot empty the mounts, in which case the container is restarted.
+(no process of ``nobody`` can stop it), then the new kernel empties ``/work``, ``/tmp`` and Docker's ``/dev/shm``
+before it serves (:func:`~agentgym_envs.sandbox.kernel.wipe`; what is in them is ``nobody``'s, which root, holding
+no other capability, may not touch). The container itself is reused, unless the kill fails (a fork bomb holding
+every pid leaves no room for the ``exec``) or the kernel cannot empty the mounts: then it is restarted.
 Every container carries :data:`~agentgym_envs.sandbox.labels.SANDBOX_LABEL` so that leftovers can be swept
 (``python -m agentgym_envs.sandbox sweep``).
 """
@@ -52,8 +52,9 @@ none is left (exit 1 if some survive). No process of ``nobody`` can signal it (a
 holds no capability), so a process the agent left behind cannot stop the reset. The processes are found in
 ``/proc`` with coreutils' ``stat``, not with procps' ``pkill``, which an image the user brings (a SWE-bench
 instance image, Ubuntu without procps) may lack: there ``pkill``'s "not found" read as "none left"."""
-WIPED_FOLDERS = ("/work", "/tmp")
-"""The container's writable tmpfs mounts, which each kernel empties before it serves (after the root kill)."""
+WIPED_FOLDERS = ("/work", "/tmp", "/dev/shm")
+"""The container's writable tmpfs mounts, which each kernel empties before it serves (after the root kill):
+``/dev/shm`` too, Docker's own (sticky, writable by every user), whose files would otherwise outlive the episode."""
 
 INFRA_EVENTS = ["kill", "die", "stop", "pause", "destroy"]
 """Container events only the daemon's clients cause (an OOM kill of the agent's process is an "oom" event)."""

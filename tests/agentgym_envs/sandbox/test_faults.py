@@ -261,7 +261,7 @@ def test_container_removed_mid_call_is_an_infrastructure_fault(docker_sandbox: K
     assert not docker_sandbox.healthy()
 
 
-UNEMPTIABLE = ("/work", "/tmp", "/etc")
+UNEMPTIABLE = ("/work", "/tmp", "/dev/shm", "/etc")
 """Folders the kernel is told to empty, one of them on the read-only root: its start fails as if it could not
 empty its mounts."""
 
@@ -290,7 +290,7 @@ def test_a_kernel_that_cannot_empty_its_mounts_gets_a_restarted_container(docker
     restart = docker_sandbox._restart_container
 
     def restart_then_empty_only_the_mounts() -> None:
-        monkeypatch.setattr(docker_module, "WIPED_FOLDERS", ("/work", "/tmp"))
+        monkeypatch.setattr(docker_module, "WIPED_FOLDERS", ("/work", "/tmp", "/dev/shm"))
         restart()
 
     monkeypatch.setattr(docker_sandbox, "_restart_container", restart_then_empty_only_the_mounts)

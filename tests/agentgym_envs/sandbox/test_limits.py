@@ -391,13 +391,16 @@ for folder in ('ro/deep', 'ro'):
     os.chmod(folder, 0o500)
 os.makedirs('/tmp/d')
 open('/tmp/d/t.txt', 'w').write('x')
+if os.access('/dev/shm', os.W_OK):
+    open('/dev/shm/left', 'w').write('x')
 subprocess.Popen(['sleep', '{marker}'], start_new_session=True)
 os.kill(subprocess.Popen(['sleep', '{marker}'], start_new_session=True).pid, signal.SIGSTOP)
 subprocess.Popen(['sh', '-c', ': {marker}; sleep 0.2; while :; do kill -STOP -1; sleep 0.05; done'],
                  start_new_session=True)
 """
-"""What an agent may leave at a reset: a folder it made read-only, files in /tmp, a running process, a stopped one,
-and one that keeps stopping every process of the user (the kernel, and whatever the reset runs as that user)."""
+"""What an agent may leave at a reset: a folder it made read-only, files in /tmp and /dev/shm, a running process, a
+stopped one, and one that keeps stopping every process of the user (the kernel, and whatever the reset runs as that
+user)."""
 
 
 def test_reset_leaves_no_process_and_empty_mounts(sandbox: KernelSandbox):
@@ -408,8 +411,8 @@ def test_reset_leaves_no_process_and_empty_mounts(sandbox: KernelSandbox):
     sandbox.reset()
 
     assert not any(marker in cmd for cmd in processes_inside(sandbox))
-    listing = sandbox.run_code("import os\nos.listdir('/work'), os.listdir('/tmp')")
-    assert (listing.ok, listing.output) == (True, "([], [])\n")
+    listing = sandbox.run_code("import os\nos.listdir('/work'), os.listdir('/tmp'), 'left' in os.listdir('/dev/shm')")
+    assert (listing.ok, listing.output) == (True, "([], [], False)\n")
     assert eventually(lambda: not host_pids_with(marker)), f"left on the host: {host_pids_with(marker)}"
 
 
