@@ -19,8 +19,8 @@ holding a sequence twice, with the loss on the repeat only, then on report drill
    the drills greedy success was 0.83 and 0.79 (on an earlier build).
 
 **Targets, not step counts.** Phases 1 and 4 each learn their skill in a sudden transition whose step
-moves with the draws, and with the floating-point rounding of the machine (torch's AVX2, AVX512 and
-default kernels round differently, as do different thread counts). Fixed step counts made the outcome a
+moves with the draws, and with the floating-point rounding of the machine (torch's own kernels, MKL's and
+oneDNN's each round differently by instruction set and processor, as do different thread counts). Fixed step counts made the outcome a
 matter of luck: with the drills at lr 1e-3 for 1,000 steps, seed 1 built a good model on the machine it
 was checked on and a useless one (drill accuracy 0.21) on an AVX512 machine. So each of those phases now
 trains until its accuracy over the last ``window`` steps reaches its target (0.95 for random strings,
@@ -38,7 +38,7 @@ steps over the builds measured so far. Builds over seeds, kernel paths and threa
 
 **Reproducibility.** A build draws its random tokens from a sorted list (the vocabulary's own order
 changes from process to process) and runs on one torch thread, so the same settings give the same model on
-any core count of one machine; another kernel path gives another model.
+any core count of one machine; another kernel path or processor gives another model.
 
 Echoing plain sentences alone teaches a model to copy the tokens those sentences hold, and the bundled
 world's names are tokens they never hold. Measured with :func:`copy_accuracy` on the bundled world's
