@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -116,22 +116,34 @@ def unrunnable_kernels_error(requested: Sequence[str], runnable: Sequence[str]) 
             f"{', '.join(missing)} on a processor that has it, or leave it out.")
 
 
-def run_build(spec: BuildSpec, folder: Path) -> Build:
-    """Build ``spec`` in a fresh process whose cache is ``folder``; returns how it went."""
+def run_build(spec: BuildSpec, folder: Path, progress: Callable[[str], None] | None = None) -> Build:
+    """Build ``spec`` in a fresh process whose cache is ``folder``; returns how it went.
+
+    Each line the build prints (a phase starting, its progress about every minute, its end) goes to ``progress``
+    as it comes: a build on a slow path runs for the better part of an hour.
+    """
     environment = {**os.environ, "AGENTRL_CACHE": str(folder), **KERNEL_ENVIRONMENT[spec.kernel],
                    "HF_HUB_OFFLINE": "1"}
     record = folder / "phases.json"
+    capability = ""
     started = time.perf_counter()
-    process = subprocess.run(
-        [sys.executable, "-c", CAPABILITY_THEN_BUILD, "--seed", str(spec.seed), "--threads", str(spec.threads),
-         "--json", str(record)],
-        env=environment, capture_output=True, text=True, check=False)
+    with (folder / "stderr.log").open("w+") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-c", CAPABILITY_THEN_BUILD, "--seed", str(spec.seed), "--threads", str(spec.threads),
+             "--json", str(record)],
+            env=environment, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        for line in process.stdout:
+            if line.startswith("capability="):
+                capability = line.strip().split("=", 1)[1]
+            elif progress is not None:
+                progress(line.rstrip())
+        returncode = process.wait()
+        stderr.seek(0)
+        errors = stderr.read()
     seconds = time.perf_counter() - started
-    capability = next((line.split("=", 1)[1] for line in process.stdout.splitlines()
-                       if line.startswith("capability=")), "")
     phases = [PhaseResult(**phase) for phase in json.loads(record.read_text())] if record.exists() else []
-    error = build_error(process.stderr, process.returncode) if process.returncode else ""
-    return Build(spec, process.returncode, phases, seconds, capability, error)
+    error = build_error(errors, returncode) if returncode else ""
+    return Build(spec, returncode, phases, seconds, capability, error)
 
 
 def build_error(stderr: str, returncode: int = 1) -> str:
@@ -153,8 +165,12 @@ CAPABILITY_THEN_BUILD = (CAPABILITY_ONLY
 def run_builds(specs: Sequence[BuildSpec], parallel: int, console: Console) -> list[Build]:
     """Every build of ``specs``, ``parallel`` at a time, each in an empty cache of its own (deleted after)."""
     def build(spec: BuildSpec) -> Build:
+        def progress(line: str) -> None:
+            console.print(f"{_label(spec)}: {line}", markup=False, highlight=False, soft_wrap=True)
+            console.file.flush()
+
         with tempfile.TemporaryDirectory(prefix="agentrl-pretraining-") as folder:
-            result = run_build(spec, Path(folder))
+            result = run_build(spec, Path(folder), progress)
         phases = "; ".join(f"{phase.name} {phase.steps} steps {phase.accuracy:.3f}" for phase in result.phases)
         console.print(f"{_label(spec)} ({result.capability or '?'}): "
                       f"{'targets reached' if result.reached else 'MISSED'}, {result.seconds / 60:.1f} min: {phases}",

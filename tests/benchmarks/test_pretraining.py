@@ -19,6 +19,7 @@ from benchmarks.pretraining import (
     build_error,
     builds_table,
     main,
+    run_build,
     runnable_kernels,
     unrunnable_kernels_error,
 )
@@ -139,3 +140,19 @@ def test_a_kernel_path_the_processor_lacks_is_refused_before_any_build(monkeypat
 def test_a_build_killed_by_a_signal_says_which():
     assert build_error("", -4) == "killed by SIGILL"
     assert build_error("Loading weights: 100%\n", -9) == "killed by SIGKILL"
+
+
+FAKE_BUILD = ("import sys; print('capability=AVX2', flush=True); "
+              "print('echo pretraining, random strings: step 390, copy accuracy 0.143, 60 s', flush=True); "
+              "print('error: echo pretraining: phase ' + repr('random strings') + ' reached 0.2', file=sys.stderr); "
+              "sys.exit(1)")
+"""A build process that reports its kernel path and one progress line, then fails as a missed phase does."""
+
+
+def test_a_builds_progress_lines_reach_the_caller_as_they_come_and_its_error_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(benchmarks.pretraining, "CAPABILITY_THEN_BUILD", FAKE_BUILD)
+    seen = []
+    build = run_build(BuildSpec("avx2", 3, 1), tmp_path, seen.append)
+    assert seen == ["echo pretraining, random strings: step 390, copy accuracy 0.143, 60 s"]  # not the capability
+    assert build.capability == "AVX2" and build.returncode == 1 and not build.reached
+    assert build.error == "error: echo pretraining: phase 'random strings' reached 0.2"
