@@ -245,10 +245,11 @@ def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig
     dictionaries also to ``output/sft/trainer_log.jsonl``."""
     from trainers.sft import AgentSFTConfig, train_sft
 
-    args = AgentSFTConfig(output_dir=str(output / "sft"), max_steps=config.sft_steps, per_device_train_batch_size=8,
-                     learning_rate=config.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=10,
-                     logging_steps=10, report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=seed,
-                     max_length=2048, disable_tqdm=report is not None)
+    args = AgentSFTConfig(
+        output_dir=str(output / "sft"), max_steps=config.sft_steps, per_device_train_batch_size=8,
+        learning_rate=config.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=10, logging_steps=10,
+        report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=seed, max_length=2048,
+        disable_tqdm=report is not None)
     train_sft(model, tokenizer, episodes, args, callbacks=_trainer_callbacks(report, "SFT", Path(args.output_dir)))
 
 
