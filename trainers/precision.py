@@ -5,9 +5,8 @@ AVX512-BF16 or AMX runs it about 3x faster than float32 (10.5 ms against 35.4 ms
 and backward on 2,048 rows, one thread, an AMX Intel Xeon); one without them emulates it, about 11x slower than
 float32 (646 ms against 57 ms on the same machine with torch, MKL and oneDNN capped at AVX2), the likely reason
 the main job's SFT took 7.2 s a step on an AVX2-only AMD EPYC (0.3 s on the Xeon capped at AVX2, in float32,
-three seeds side by side). So a CPU run leaves bf16 off unless oneDNN (whose answer follows
-``ONEDNN_MAX_CPU_ISA``) says the CPU computes it; a bf16 set explicitly is kept. The tiny model's recipes set it
-off everywhere (the same numbers on every CPU).
+three seeds side by side). So a CPU run leaves bf16 off unless the CPU computes it; a bf16 set explicitly is kept.
+The tiny model's recipes set it off everywhere (the same numbers on every CPU).
 """
 
 from __future__ import annotations
@@ -16,10 +15,16 @@ from typing import Any
 
 
 def cpu_computes_bf16() -> bool:
-    """True when this CPU computes bfloat16 natively (AVX512-BF16 or AMX, as oneDNN sees it)."""
+    """True when this CPU computes bfloat16 natively: it has AVX512-BF16 or AMX, and oneDNN may use them.
+
+    oneDNN's own answer alone is not enough: it also says yes on AVX512 without BF16, which emulates it (3.4x
+    float32's time for the MLP step above, oneDNN capped at AVX512_CORE); the processor's flags alone are not
+    either, as ``ONEDNN_MAX_CPU_ISA`` (a kernel path) can take the units away.
+    """
     import torch
 
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    has_units = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return bool(has_units and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def runs_on_cpu(config: Any) -> bool:

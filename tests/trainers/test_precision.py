@@ -44,3 +44,15 @@ def test_a_cpu_with_native_bf16_keeps_trls_default(tmp_path):
     if native != "True":
         pytest.skip("this CPU has neither AVX512-BF16 nor AMX")
     assert (sft, sft_asked, grpo, grpo_asked) == ("True", "True", "True", "True")
+
+
+def test_avx512_without_bf16_units_counts_as_emulating_it_though_onednn_says_supported(monkeypatch):
+    import torch
+
+    from trainers.precision import cpu_computes_bf16
+
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("oneDNN says no on this CPU: the case is its yes without the units")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)  # a Skylake-class AVX512 processor
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert cpu_computes_bf16() is False
