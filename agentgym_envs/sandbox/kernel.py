@@ -183,16 +183,14 @@ def format_user_traceback(exc: BaseException) -> str:
 def kill_other_processes(budget_s: float = 1.0) -> None:
     """Kill every process this user may signal except the kernel itself, and reap its own children.
 
-    Repeated until nothing is left, because a fork bomb may fork between two rounds.
+    Repeated until none of this user's is left (:func:`other_processes`), because a fork bomb may fork between two
+    rounds. ``kill(-1)``'s status cannot end the loop: on Docker root's processes make it succeed every round.
     """
     deadline = time.monotonic() + budget_s
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
-            signalled = True
-        except ProcessLookupError:
-            signalled = False
-        if not reap_children() and not signalled:
+        if not reap_children() and not other_processes():
             return
         time.sleep(0.01)
 
@@ -231,11 +229,12 @@ def kill_every_other_process(attempts: int = 10) -> None:
 
 
 def other_processes() -> list[int]:
-    """Pids of the processes of this user but this one, from the owners of ``/proc/<pid>``: ``kill(-1)``'s status
-    cannot tell, as it succeeds while any process but init exists, even one it may not signal (root's)."""
+    """Pids of the processes of this user but this one and init (which ``kill(-1)`` spares: bwrap's, of this
+    user), from the owners of ``/proc/<pid>``: ``kill(-1)``'s status cannot tell, as it succeeds while any process
+    but init exists, even one it may not signal (root's)."""
     others = []
     for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
+        if name.isdigit() and int(name) not in (1, os.getpid()):
             with contextlib.suppress(OSError):  # gone in the meantime
                 if os.stat(f"/proc/{name}").st_uid == os.getuid():
                     others.append(int(name))

@@ -130,6 +130,16 @@ def test_busy_loop_stops_at_timeout_and_keeps_state(primed: KernelSandbox):
     assert_usable(primed, state_kept=True)
 
 
+def test_timeout_kills_background_processes_without_spending_the_kill_budget(primed: KernelSandbox):
+    baseline = processes_inside(primed)
+    cell = "import subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True)\nwhile True:\n    pass"
+    result = primed.run_code(cell, timeout_s=0.5)
+    assert (result.ok, result.limit) == (False, "timeout")
+    # the kill loop ends once none is left: on docker root's processes once kept it going for its whole 1 s
+    assert result.duration_s < 1.4, result.duration_s
+    assert processes_inside(primed) == baseline
+
+
 SWALLOWS_INTERRUPT = {
     # catches the timer's exception and carries on
     "except-baseexception": "while True:\n    try:\n        while True:\n            pass\n"
