@@ -5,11 +5,14 @@ Docker's init as its main process, with no network,
 a read-only root, size-limited tmpfs mounts for ``/work`` and ``/tmp``, every capability dropped
 but root's CAP_KILL (``nobody`` holds none), and pids/memory/CPU limits. The kernel is started with
 ``docker exec -i`` as user ``nobody`` and is then reached over that exec stream, so a tool call costs
-a pipe round trip, not a new exec. A reset is two execs: one as root kills every process of ``nobody``
-(no process of ``nobody`` can stop it), then the new kernel empties ``/work``, ``/tmp`` and Docker's ``/dev/shm``
-before it serves (:func:`~agentgym_envs.sandbox.kernel.wipe`; what is in them is ``nobody``'s, which root, holding
-no other capability, may not touch). The container itself is reused, unless the kill fails (a fork bomb holding
-every pid leaves no room for the ``exec``) or the kernel cannot empty the mounts: then it is restarted.
+a pipe round trip, not a new exec. A reset is one exec: a root helper kept running in the container since it started
+(:mod:`~agentgym_envs.sandbox.killer`, reached over its own exec stream like the kernel) kills every process of
+``nobody`` (no process of ``nobody`` can stop it), then the new kernel empties ``/work``, ``/tmp`` and Docker's
+``/dev/shm`` before it serves (:func:`~agentgym_envs.sandbox.kernel.wipe`; what is in them is ``nobody``'s, which
+root, holding no other capability, may not touch). When the helper is gone or does not answer, the kill is a root
+exec of :data:`KILL_SCRIPT` as before, and the helper is started again. The container itself is reused, unless that
+kill fails too (a fork bomb holding every pid leaves no room for the ``exec``) or the kernel cannot empty the mounts:
+then it is restarted, and a new helper started in it.
 Every container carries :data:`~agentgym_envs.sandbox.labels.SANDBOX_LABEL` so that leftovers can be swept
 (``python -m agentgym_envs.sandbox sweep``).
 """
@@ -35,7 +38,8 @@ from agentgym_envs.errors import SandboxCrashedError, SandboxError, SandboxUnava
 from agentgym_envs.sandbox.base import SandboxLimits
 from agentgym_envs.sandbox.image import base_image_tag, image_exists
 from agentgym_envs.sandbox.kernel import KERNEL_SOURCE
-from agentgym_envs.sandbox.kernel_client import KernelProcess, KernelSandbox
+from agentgym_envs.sandbox.kernel_client import KernelDied, KernelProcess, KernelSandbox, KernelTimeout
+from agentgym_envs.sandbox.killer import KILLER_SOURCE
 from agentgym_envs.sandbox.labels import SANDBOX_LABEL
 
 SANDBOX_USER = "65534:65534"
@@ -51,7 +55,11 @@ KILL_SCRIPT = (
 none is left (exit 1 if some survive). No process of ``nobody`` can signal it (another user, and ``nobody``
 holds no capability), so a process the agent left behind cannot stop the reset. The processes are found in
 ``/proc`` with coreutils' ``stat``, not with procps' ``pkill``, which an image the user brings (a SWE-bench
-instance image, Ubuntu without procps) may lack: there ``pkill``'s "not found" read as "none left"."""
+instance image, Ubuntu without procps) may lack: there ``pkill``'s "not found" read as "none left". The fallback
+of the root helper (:mod:`~agentgym_envs.sandbox.killer`), which does the same without an exec of its own."""
+KILLER_TIMEOUT_S = 3.0
+"""Seconds the host waits for the root helper's answer (a kill takes milliseconds, at most its 1 s budget) before
+it takes the helper for lost and falls back to :data:`KILL_SCRIPT`. A paused container's helper never answers."""
 WIPED_FOLDERS = ("/work", "/tmp", "/dev/shm")
 """The container's writable tmpfs mounts, which each kernel empties before it serves (after the root kill):
 ``/dev/shm`` too, Docker's own (sticky, writable by every user), whose files would otherwise outlive the episode."""
@@ -110,6 +118,7 @@ class DockerSandbox(KernelSandbox):
                 "build it with `python -m agentgym_envs.sandbox build-image`.")
         retry_pending_removals()
         self.container = self._start_container()
+        self._killer: KernelProcess | None = self._start_killer()
         self._dirty = False
         self._kernel_started_at = time.time()
         _live.add(self)
@@ -136,6 +145,17 @@ class DockerSandbox(KernelSandbox):
         return KernelProcess(["docker", "exec", "-i", "-u", SANDBOX_USER, "-w", "/work", self.container.id,
                               "python3", "-I", "-c", KERNEL_SOURCE, config])
 
+    def _start_killer(self) -> KernelProcess:
+        """The root helper (:mod:`~agentgym_envs.sandbox.killer`), started without waiting for it: its first
+        answer waits for its start. A helper whose exec fails ends at once, which its first request reads."""
+        return KernelProcess(["docker", "exec", "-i", "-u", "0:0", self.container.id,
+                              "python3", "-I", "-c", KILLER_SOURCE, SANDBOX_USER.split(":")[0]])
+
+    def _stop_killer(self) -> None:
+        killer, self._killer = self._killer, None
+        if killer is not None:
+            killer.kill()  # its stdin closes, so the helper in the container ends too (once the container runs)
+
     def _wipe(self) -> None:
         """Kill every process of the sandbox user as root; the next kernel empties the mounts as it starts.
 
@@ -143,16 +163,33 @@ class DockerSandbox(KernelSandbox):
         a wipe exec'd as that user included, and a stopped exec jams the container for the daemon. Once root's
         kill is done no process of the user is left to refill the mounts, so the next kernel, the only one, empties
         them before it serves; one exec fewer than a separate wipe (a loaded daemon takes 0.1 to 0.2 s an exec).
+        The kill is the root helper's, no exec at all; when the helper is gone or does not answer, a root exec of
+        :data:`KILL_SCRIPT`, then a restart of the container; either way a new helper is started. A closed
+        sandbox kills nothing: its container is removed, which ends every process in it.
         """
-        if not self._dirty:
+        if not self._dirty or self._closed:
             return
+        if self._killer_kills():
+            self._dirty = False
+            return
+        self._stop_killer()
         if self._exec_status(KILL_SCRIPT, user="0:0") == 0:
             self._dirty = False
+            self._killer = self._start_killer()
         elif self._infrastructure_alive():
             self._restart_container()
             self._dirty = False
-        # A paused or dead container (or a daemon that does not answer) stays dirty: the next wipe tries
-        # again once it runs; meanwhile the next start fails loudly, and close() removes it.
+        # A paused or dead container (or a daemon that does not answer) stays dirty, with no helper: the next wipe
+        # tries again once it runs; meanwhile the next start fails loudly, and close() removes it.
+
+    def _killer_kills(self) -> bool:
+        """True when the root helper answered that no process of the sandbox user is left."""
+        if self._killer is None:
+            return False
+        try:
+            return self._killer.request({"op": "kill"}, timeout_s=KILLER_TIMEOUT_S).get("ok") is True
+        except (KernelTimeout, KernelDied):
+            return False
 
     def _start_kernel(self) -> KernelProcess:
         """A kernel started into the container; if it cannot start (it could not empty the mounts, or it was
@@ -179,11 +216,14 @@ class DockerSandbox(KernelSandbox):
         return exit_code
 
     def _restart_container(self) -> None:
-        """Restart the container: every process dies and the tmpfs mounts come back empty."""
+        """Restart the container: every process dies (the root helper too, which is started again) and the tmpfs
+        mounts come back empty."""
+        self._stop_killer()
         try:
             self.container.restart(timeout=0)
         except DOCKER_ERRORS as exc:
             raise SandboxCrashedError(f"could not reset container {self.container.short_id}: {exc}") from exc
+        self._killer = self._start_killer()
 
     def _infrastructure_fault(self) -> str | None:
         """A container that is paused, not running or gone, or a daemon that does not answer."""
@@ -223,6 +263,7 @@ class DockerSandbox(KernelSandbox):
 
     def _release(self) -> None:
         _live.discard(self)
+        self._stop_killer()
         try:
             _remove(self.container)
         except DOCKER_ERRORS as exc:
