@@ -52,7 +52,6 @@ from tasks.swe.repos import RepoSpec, folder_files, library_files, pin, pin_envi
 __all__ = [
     "BUNDLE_FOLDER",
     "BUNDLE_PLAN",
-    "BUNDLE_PLAN_NEXT",
     "COMBINATION_TRIES",
     "DIFFICULTY_SLOTS",
     "MAX_CANDIDATES_PER_TASK",
@@ -354,7 +353,7 @@ BUNDLE_PLAN: dict[str, tuple[tuple[str, int, int], ...]] = {
     "test": (("parse", 35, 302), ("inflection", 30, 201), ("isodate", 40, 303), ("face", 30, 304)),
     "dev": (("tabulate", 30, 102), ("addict", 30, 104), ("simpleeval", 35, 103)),
     "train": (("toolz", 60, 101), ("humanize", 40, 105), ("freezegun", 35, 106), ("semver", 35, 109),
-              ("schema", 35, 110), ("sqlparse", 20, 111), ("funcy", 30, 108)),
+              ("schema", 35, 110), ("sqlparse", 20, 111), ("funcy", 30, 108), ("python-slugify", 35, 107)),
 }
 """Split -> (pin, instances, seed) per repository, each in its own environment. The splits are disjoint by
 repository, so no split's code is seen in another, and the test and train splits have a ``src/`` layout and a
@@ -362,20 +361,13 @@ dependency among their repositories: test holds fast suites (parse and inflectio
 ``src/`` layout; face, which needs boltons) so that re-validating its instances in CI stays quick; dev tabulate,
 addict and simpleeval (a one-module library: its 26 candidates ran out at 22 instances); train toolz, humanize (a
 ``src/`` layout whose tests need freezegun), freezegun (python-dateutil), semver (a ``src/`` layout), schema,
-sqlparse (a 2.4 s suite, so fewer instances) and funcy (its test-only ``whatever``).
-:data:`BUNDLE_PLAN_NEXT` is what a longer build adds. six is not used although it is pinned: the sandbox's Python
+sqlparse (a 2.4 s suite, so fewer instances), funcy (its test-only ``whatever``) and python-slugify
+(text-unidecode). six is not used although it is pinned: the sandbox's Python
 has it installed (Debian's python3-six, the host's for bwrap), so its release is every bug's fix in plain sight
 (:func:`agentgym_envs.swe.synthesize.refuse_installed`); boltons (2.4 s a run) is left out for time.
 A repository costs about 20 s of two loaded cores per instance, half synthesis and half validation on both
 backends (several times that when the machine is busy); ``python -m agentgym_envs.swe.synthesize`` makes as many
 more as you like from any pin or folder."""
-BUNDLE_PLAN_NEXT: dict[str, tuple[tuple[str, int, int], ...]] = {
-    "train": (("python-slugify", 35, 107),),
-}
-"""The repository a build adds to :data:`BUNDLE_PLAN` (split -> entries) to pass 500 instances over 15
-repositories (python-slugify needs text-unidecode): not in the bundle yet, for want of build time. Merge it into
-:data:`BUNDLE_PLAN` and run ``python -m agentgym_envs.swe.synthesize --bundle``: the repositories already bundled
-are kept as they are (:func:`bundled_pins`), so only it is built."""
 BUNDLE_FOLDER = Path(__file__).resolve().parents[1] / "data" / "swe"
 """The bundle in a source checkout."""
 

@@ -20,7 +20,6 @@ from tasks.swe.repos import PINS
 from tasks.swe.synthesis import (
     BUNDLE_FOLDER,
     BUNDLE_PLAN,
-    BUNDLE_PLAN_NEXT,
     DIFFICULTY_SLOTS,
     LocalRepoSpec,
     Slot,
@@ -99,7 +98,7 @@ def test_the_bundle_matches_its_manifest_and_is_disjoint_by_repository() -> None
 def test_the_bundle_is_large_and_every_task_runs_in_its_pins_environment() -> None:
     manifest = bundle_manifest("SWE")
     tasks = [task for split in manifest["splits"] for task in load_split("SWE", split)]
-    assert len(tasks) >= 470 and len(manifest["pins"]) >= 14
+    assert len(tasks) >= 500 and len(manifest["pins"]) >= 15
     layouts, dependencies = set(), set()
     for task in tasks:
         name = task.metadata["repo_source"]["name"]
@@ -143,14 +142,6 @@ def test_a_rebuild_keeps_the_bundled_repositories_whose_inputs_did_not_change(tm
     with pytest.raises(SplitIntegrityError, match=r"test\.jsonl"):
         bundled_pins(folder, plan, backends)
     assert bundled_pins(tmp_path / "empty", plan, backends) == {}
-
-
-def test_the_next_repositories_are_pinned_and_not_in_the_bundle_yet() -> None:
-    bundled = {name for entries in BUNDLE_PLAN.values() for name, _, _ in entries}
-    for split, entries in BUNDLE_PLAN_NEXT.items():
-        assert split in BUNDLE_PLAN
-        for name, count, _ in entries:
-            assert name in PINS and name not in bundled and count > 0
 
 
 def test_the_manifest_keeps_keep_rates_drops_and_validation_on_every_backend() -> None:
