@@ -1,7 +1,8 @@
 """Host side of the persistent kernel, shared by every backend.
 
-:class:`KernelProcess` speaks the line protocol of :mod:`agentgym_envs.sandbox.kernel` over a
-child process's pipes (``docker exec -i``, ``bwrap`` or a plain ``python3``).
+:class:`KernelChannel` speaks the line protocol of :mod:`agentgym_envs.sandbox.kernel` over a
+:class:`KernelTransport`: a child process's pipes (:class:`KernelProcess`: ``bwrap``, a plain ``python3``) or a
+Docker exec's socket (:mod:`~agentgym_envs.sandbox.docker_exec`, no process on the host).
 :class:`KernelSandbox` builds the whole :class:`~agentgym_envs.sandbox.base.Sandbox` protocol on
 top of it; a backend only says how to start a kernel, how to kill everything in the sandbox and
 what, if anything, stops the sandbox itself from outside.
@@ -43,7 +44,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agentgym_envs.errors import SandboxCrashedError, SandboxError
 from agentgym_envs.sandbox.base import ExecResult, SandboxLimits
@@ -53,7 +54,7 @@ HARD_TIMEOUT_GRACE_S = 2.0
 
 SIGKILL_EXIT_CODES = {-signal.SIGKILL, 128 + signal.SIGKILL}
 KILL_WAIT_S = 5.0
-"""How long :meth:`KernelProcess.kill` waits for the killed process to end. A process in a frozen v1 cgroup
+"""How long :meth:`PipeTransport.close` waits for the killed process to end. A process in a frozen v1 cgroup
 does not die until the cgroup is thawed, and the host must not hang on it."""
 LIMITS = (None, "timeout", "memory", "output", "pids", "disk")
 """The values of a well-formed exec reply's ``limit``."""
@@ -71,24 +72,111 @@ class KernelDied(SandboxError):
         self.returncode = returncode
 
 
-class KernelProcess:
-    """One kernel child process and its request/reply stream.
+class KernelTransport(Protocol):
+    """How the host reaches one kernel: its stdin, its stdout and stderr, and how it ended.
+
+    :class:`PipeTransport` is a child process's pipes (``bwrap``, a plain ``python3``, the ``docker exec`` CLI);
+    :class:`~agentgym_envs.sandbox.docker_exec.DockerExecTransport` is a Docker exec's socket, with no process
+    on the host.
+    """
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` to the kernel's stdin.
+
+        Raises:
+            OSError: The stream is closed (the kernel ended or was killed).
+            ValueError: The transport was closed.
+        """
+
+    def read(self, timeout_s: float) -> bytes | None:
+        """What the kernel wrote to stdout within ``timeout_s`` (b"" when nothing came); None once it ended."""
+
+    def stderr_tail(self, limit: int) -> str:
+        """The last ``limit`` bytes the kernel (or what started it) wrote to stderr ("" once closed)."""
+
+    def running(self) -> bool:
+        """True while the kernel runs (its stream is open), without waiting."""
+
+    def wait(self, timeout_s: float) -> int | None:
+        """The kernel's exit status once it ended; None when it did not end within ``timeout_s`` or its status
+        is lost."""
+
+    def close(self) -> None:
+        """End the kernel and release the stream (waits at most :data:`KILL_WAIT_S`)."""
+
+
+class PipeTransport:
+    """A kernel child process's pipes; its stderr goes to a temporary file.
 
     Args:
-        argv: Command that starts the kernel (ends with ``python3 -c KERNEL_SOURCE CONFIG``).
+        argv: Command that starts the kernel.
         env: Environment of the child; None inherits the host's.
         pass_fds: Descriptors the child inherits (bubblewrap's bind sources).
     """
 
     def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
                  pass_fds: tuple[int, ...] = ()) -> None:
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in kill(), lives with the process)
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close(), lives with the process)
         self._proc = subprocess.Popen(
             list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             env=env, start_new_session=True, pass_fds=pass_fds,
         )
-        self._buffer = b""
+        self._poller = select.poll()
+        self._poller.register(self._proc.stdout.fileno(), select.POLLIN)
         self.pid = self._proc.pid
+
+    def write(self, data: bytes) -> None:
+        self._proc.stdin.write(data)
+        self._proc.stdin.flush()
+
+    def read(self, timeout_s: float) -> bytes | None:
+        if not self._poller.poll(timeout_s * 1000):
+            return b""
+        return os.read(self._proc.stdout.fileno(), 1 << 16) or None
+
+    def stderr_tail(self, limit: int) -> str:
+        if self._stderr.closed:  # a garbled reply kills the kernel before its caller asks for stderr
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - limit))
+        return self._stderr.read().decode("utf-8", "replace").strip()
+
+    def running(self) -> bool:
+        return self._proc.poll() is None
+
+    def wait(self, timeout_s: float) -> int | None:
+        try:
+            return self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        """Kill the process (and its host-side process group) and release its pipes.
+
+        A process that is frozen ends when it is thawed and is reaped then by :mod:`subprocess`.
+        """
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+        self.wait(KILL_WAIT_S)
+        for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
+            # a request whose write found the pipe closed is still buffered: closing flushes it into the
+            # same closed pipe (BrokenPipeError), and closes the descriptor anyway
+            with contextlib.suppress(BrokenPipeError):
+                stream.close()
+
+
+class KernelChannel:
+    """The kernel's request/reply line protocol over a :class:`KernelTransport`.
+
+    Args:
+        transport: The started kernel's stream; the channel owns it.
+    """
+
+    def __init__(self, transport: KernelTransport) -> None:
+        self.transport = transport
+        self._buffer = b""
 
     def wait_ready(self, timeout_s: float) -> dict[str, Any]:
         """Wait for the kernel's hello line and return it."""
@@ -99,27 +187,21 @@ class KernelProcess:
 
         Raises:
             KernelTimeout: No reply within ``timeout_s``.
-            KernelDied: The process ended before replying.
+            KernelDied: The kernel ended before replying.
         """
         try:
-            self._proc.stdin.write(json.dumps(payload).encode() + b"\n")
-            self._proc.stdin.flush()
-        except (BrokenPipeError, ValueError) as exc:
+            self.transport.write(json.dumps(payload).encode() + b"\n")
+        except (OSError, ValueError) as exc:
             raise self.death() from exc
         return self._read_reply(time.monotonic() + timeout_s)
 
     def _read_reply(self, deadline: float) -> dict[str, Any]:
-        fd = self._proc.stdout.fileno()
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise KernelTimeout("the kernel did not answer in time")
-            if not poller.poll(remaining * 1000):
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
+            chunk = self.transport.read(remaining)
+            if chunk is None:
                 raise self.death()
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
@@ -138,42 +220,37 @@ class KernelProcess:
         return KernelDied(message, None)
 
     def death(self) -> KernelDied:
-        """How the process ended, as the error its caller raises (waits up to 5 s for it to end)."""
-        try:
-            code = self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
+        """How the kernel ended, as the error its caller raises (waits up to 5 s for it to end)."""
+        code = self.transport.wait(5.0)
         return KernelDied(f"kernel process ended (exit code {code}): {self.stderr_tail()}", code)
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last bytes the kernel (or the command that started it) wrote to stderr ("" once killed)."""
-        if self._stderr.closed:  # a garbled reply kills the kernel before its caller asks for stderr
-            return ""
-        self._stderr.seek(0, os.SEEK_END)
-        size = self._stderr.tell()
-        self._stderr.seek(max(0, size - limit))
-        return self._stderr.read().decode("utf-8", "replace").strip()
+        return self.transport.stderr_tail(limit)
 
     def alive(self) -> bool:
-        """True while the process runs."""
-        return self._proc.poll() is None
+        """True while the kernel runs."""
+        return self.transport.running()
 
     def kill(self) -> None:
-        """Kill the process (and its host-side process group) and release its pipes.
+        """End the kernel and release its stream (see the transport's ``close``)."""
+        self.transport.close()
 
-        Waits at most :data:`KILL_WAIT_S` for it to end; one that is frozen ends when it is thawed and is
-        reaped then by :mod:`subprocess`.
-        """
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=KILL_WAIT_S)
-        for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
-            # a request whose write found the pipe closed is still buffered: closing flushes it into the
-            # same closed pipe (BrokenPipeError), and closes the descriptor anyway
-            with contextlib.suppress(BrokenPipeError):
-                stream.close()
+
+class KernelProcess(KernelChannel):
+    """A kernel child process (``bwrap``, a plain ``python3``) and its request/reply stream over its pipes.
+
+    Args:
+        argv: Command that starts the kernel (ends with ``python3 -c KERNEL_SOURCE CONFIG``).
+        env: Environment of the child; None inherits the host's.
+        pass_fds: Descriptors the child inherits (bubblewrap's bind sources).
+    """
+
+    def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
+                 pass_fds: tuple[int, ...] = ()) -> None:
+        transport = PipeTransport(argv, env=env, pass_fds=pass_fds)
+        super().__init__(transport)
+        self.pid = transport.pid
 
 
 def stopped_descendants(pid: int) -> list[int]:
@@ -230,12 +307,12 @@ class KernelSandbox(ABC):
 
     def __init__(self, limits: SandboxLimits | None = None) -> None:
         self.limits = limits or SandboxLimits()
-        self._kernel: KernelProcess | None = None
+        self._kernel: KernelChannel | None = None
         self._closed = False
 
     # -- what a backend provides -------------------------------------------------------------
     @abstractmethod
-    def _spawn_kernel(self) -> KernelProcess:
+    def _spawn_kernel(self) -> KernelChannel:
         """Start a kernel in a clean sandbox (empty work directory, no other process)."""
 
     @abstractmethod
@@ -449,7 +526,7 @@ class KernelSandbox(ABC):
         self._release()
 
     # -- kernel lifecycle --------------------------------------------------------------------
-    def _ensure_kernel(self) -> KernelProcess:
+    def _ensure_kernel(self) -> KernelChannel:
         """The running kernel, started if there is none.
 
         Raises:
@@ -465,7 +542,7 @@ class KernelSandbox(ABC):
             self._kernel = self._start_kernel()
         return self._kernel
 
-    def _start_kernel(self) -> KernelProcess:
+    def _start_kernel(self) -> KernelChannel:
         with self.start_slots:
             kernel = self._spawn_kernel()
             try:

@@ -1,7 +1,7 @@
 """The root helper that kills every process of the sandbox user, kept running in each Docker sandbox.
 
 This file is shipped into the container as the source of ``python3 -I -c`` (see :data:`KILLER_SOURCE`), run as
-root with ``docker exec -i`` once per container start, so it uses the standard library only. The host talks to it
+root by a Docker exec once per container start, so it uses the standard library only. The host talks to it
 over the exec's stdin/stdout, one JSON object per line, as it talks to the kernel:
 
     host → killer   {"op": "kill"}
