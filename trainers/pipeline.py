@@ -90,9 +90,12 @@ class PipelineConfig:
     eval_split: str = field(default="test", metadata={"help": "Held-out bundled split to evaluate on."})
     eval_samples: int = field(default=4, metadata={"help": "Sampled episodes per held-out task (plus one greedy)."})
     sft_steps: int = field(default=600, metadata={
-        "help": "SFT optimizer steps (cosine schedule). On one pretrained model 300 left SFT's loss at 0.22-0.30 in "
-                "every seed, 600 took two seeds of three to 0.10 (docs/main-job.md)."})
+        "help": "SFT optimizer steps (cosine schedule). On one pretrained model, with batches of 8, 300 left SFT's "
+                "loss at 0.22-0.30 in every seed, 600 took two seeds of three to 0.10 (docs/main-job.md)."})
     sft_learning_rate: float = field(default=2e-3, metadata={"help": "SFT learning rate."})
+    sft_batch_size: int = field(default=16, metadata={
+        "help": "Demonstrations per SFT step. With 8, one seed of three never made SFT's late drop in 1,200 steps "
+                "on one pretrained model; with 16 it made it by step 260 (docs/main-job.md)."})
     grpo_steps: int = field(default=12, metadata={"help": "GRPO optimizer steps."})
     grpo_learning_rate: float = field(default=3e-4, metadata={"help": "GRPO learning rate."})
     group_size: int = field(default=8, metadata={"help": "Episodes per task in a GRPO group."})
@@ -246,7 +249,7 @@ def warm_start(model, tokenizer, episodes: Sequence[Any], config: PipelineConfig
     from trainers.sft import AgentSFTConfig, train_sft
 
     args = AgentSFTConfig(
-        output_dir=str(output / "sft"), max_steps=config.sft_steps, per_device_train_batch_size=8,
+        output_dir=str(output / "sft"), max_steps=config.sft_steps, per_device_train_batch_size=config.sft_batch_size,
         learning_rate=config.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=10, logging_steps=10,
         report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=seed, max_length=2048,
         disable_tqdm=report is not None)
