@@ -99,6 +99,9 @@ def test_a_start_that_fails_reports_its_stderr_and_exit_code(sandbox: DockerSand
 
 @pytest.mark.docker
 def test_a_start_the_daemon_refuses_reports_the_daemons_answer(sandbox: DockerSandbox):
+    # the root helper's exec, started with the sandbox, must be running first: a pause while runc is still starting
+    # an exec leaves runc frozen in the container's cgroup and the daemon stuck on the container until it is thawed
+    assert sandbox._killer_kills()
     sandbox.container.pause()
     try:
         channel = exec_channel(sandbox, ECHO)
