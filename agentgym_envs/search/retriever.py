@@ -213,16 +213,22 @@ class BM25Retriever:
 
     # -- index on disk ------------------------------------------------------------------------
     def _load_or_build(self) -> bm25s.BM25:
-        if not self._index_ready():
+        if not self._index_ready(locked=False):
             with _file_lock(self.index_dir.with_name(self.index_dir.name + ".lock")):
-                if not self._index_ready():
+                if not self._index_ready(locked=True):
                     self._build()
         return bm25s.BM25.load(str(self.index_dir), mmap=True, show_progress=False)
 
-    def _index_ready(self) -> bool:
+    def _index_ready(self, *, locked: bool) -> bool:
+        """True when ``index_dir`` holds this corpus's index; False when it is absent or empty.
+
+        A folder of other files without the index's metadata is an error, found only under the build lock
+        (``locked``): without it, another builder's rename of its finished index may land between the look for the
+        metadata and the look at the folder.
+        """
         meta_path = self.index_dir / META_NAME
         if not meta_path.is_file():
-            if self.index_dir.exists() and any(self.index_dir.iterdir()):
+            if locked and self.index_dir.exists() and any(self.index_dir.iterdir()):
                 raise EnvConfigError(f"index_dir: expected an agentrl BM25 index or an empty folder, got "
                                      f"{str(self.index_dir)!r} holding other files")
             return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,6 +141,26 @@ def test_concurrent_builders_share_one_index(corpus, tmp_path):
         results = list(pool.map(lambda _: build(), range(4)))
     assert all(result == results[0] for result in results)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shared", "shared.lock"]  # no staging left behind
+
+
+def test_an_index_renamed_into_place_between_two_looks_is_loaded_and_a_foreign_folder_refused(
+        corpus, tmp_path, monkeypatch):
+    target = tmp_path / "shared"
+    BM25Retriever(corpus, index_dir=target)  # another builder's finished index
+    real_is_file, looks = Path.is_file, []
+
+    def first_look_before_the_rename(path: Path) -> bool:
+        looks.append(path)
+        return False if len(looks) == 1 else real_is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", first_look_before_the_rename)
+    assert BM25Retriever(corpus, index_dir=target).search("Marrowick founded", 1)  # not "holding other files"
+    monkeypatch.undo()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(EnvConfigError, match="holding other files"):
+        BM25Retriever(corpus, index_dir=foreign)
 
 
 def test_concurrent_searches_match_sequential_ones(retriever):
