@@ -362,9 +362,9 @@ dependency among their repositories: test holds fast suites (parse and inflectio
 addict and simpleeval (a one-module library: its 26 candidates ran out at 22 instances); train toolz, humanize (a
 ``src/`` layout whose tests need freezegun), freezegun (python-dateutil), semver (a ``src/`` layout), schema,
 sqlparse (a 2.4 s suite, so fewer instances), funcy (its test-only ``whatever``) and python-slugify
-(text-unidecode). six is not used although it is pinned: the sandbox's Python
-has it installed (Debian's python3-six, the host's for bwrap), so its release is every bug's fix in plain sight
-(:func:`agentgym_envs.swe.synthesize.refuse_installed`); boltons (2.4 s a run) is left out for time.
+(text-unidecode; its candidates ran out at 31 instances). six is not used although it is pinned: the sandbox's
+Python has it installed (Debian's python3-six, the host's for bwrap), so its release is every bug's fix in plain
+sight (:func:`agentgym_envs.swe.synthesize.refuse_installed`); boltons (2.4 s a run) is left out for time.
 A repository costs about 20 s of two loaded cores per instance, half synthesis and half validation on both
 backends (several times that when the machine is busy); ``python -m agentgym_envs.swe.synthesize`` makes as many
 more as you like from any pin or folder."""
