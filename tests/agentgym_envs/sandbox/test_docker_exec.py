@@ -72,6 +72,14 @@ def processes_running(sandbox: DockerSandbox, marker: str) -> list[str]:
     return [row[args] for row in top["Processes"] if marker in row[args]]
 
 
+def started_marked_channel(sandbox: DockerSandbox, marker: str, body: str) -> KernelChannel:
+    """A channel to a process that says it is ready, then runs ``body``; ``marker`` names it in the process list."""
+    channel = exec_channel(sandbox, f"# {marker}\nimport sys, time\nprint('{{}}', flush=True)\n{body}")
+    assert channel.wait_ready(30) == {}
+    assert processes_running(sandbox, marker)
+    return channel
+
+
 ECHO = "import sys\nprint('{\"ok\": true}', flush=True)\nfor line in sys.stdin:\n    print(line, end='', flush=True)"
 """A stand-in kernel: a hello, then every request line back as its reply, until its stdin ends."""
 
@@ -117,9 +125,7 @@ def test_a_start_the_daemon_refuses_reports_the_daemons_answer(sandbox: DockerSa
 @pytest.mark.docker
 def test_a_silent_process_times_out_and_kill_ends_the_exec(sandbox: DockerSandbox):
     marker = "silent-kernel-marker"
-    channel = exec_channel(sandbox, f"# {marker}\nimport sys, time\nprint('{{}}', flush=True)\n"
-                                    "sys.stdin.readline()\ntime.sleep(3600)")
-    assert channel.wait_ready(30) == {}
+    channel = started_marked_channel(sandbox, marker, "sys.stdin.readline()\ntime.sleep(3600)")
     started = time.monotonic()
 
     with pytest.raises(KernelTimeout):
@@ -136,10 +142,7 @@ def test_a_silent_process_times_out_and_kill_ends_the_exec(sandbox: DockerSandbo
 @pytest.mark.docker
 def test_kill_closes_the_stdin_so_the_process_ends(sandbox: DockerSandbox):
     marker = "reads-until-eof-marker"
-    channel = exec_channel(sandbox, f"# {marker}\nimport sys, time\nprint('{{}}', flush=True)\nsys.stdin.read()\n"
-                                    "time.sleep(0.2)")
-    assert channel.wait_ready(30) == {}
-    assert processes_running(sandbox, marker)
+    channel = started_marked_channel(sandbox, marker, "sys.stdin.read()\ntime.sleep(0.2)")
 
     channel.kill()
 
