@@ -36,7 +36,7 @@ answers crawled too, from some phase-2 models (AVX512 seed 4 of format 8: 0.514 
 phase came before the drills: from that phase-2 model the drills stood at 0.19 after 200 steps without it and
 reached 0.9 in 203 steps after it (on the same draws), and the whole build of seed 4 now reaches the target in 913
 drill steps. Known problem: the drills still take from 28 to 2,439 steps over the builds measured so far, and random
-strings from 670 to 2,857: a slow build makes a slow main job. Builds over seeds, kernel paths and thread counts:
+strings from 639 to 2,857: a slow build makes a slow main job. Builds over seeds, kernel paths and thread counts:
 ``python -m benchmarks.pretraining``; measured in ``docs/pretraining.md``.
 
 **Reproducibility.** A build draws its random tokens from a sorted list (the vocabulary's own order
