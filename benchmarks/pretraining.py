@@ -39,7 +39,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from trainers.pretrain import PhaseResult
+from trainers.pretrain import PhaseResult, last_attempt, phases_summary
 
 KERNELS = ("default", "avx2", "avx512")
 """Torch's x86 CPU kernel paths (``ATEN_CPU_CAPABILITY``), lowest first. Torch takes a forced path without
@@ -77,7 +77,7 @@ class Build:
     Attributes:
         spec: What was built.
         returncode: The build process's exit status (1: a phase missed its target).
-        phases: Each phase's result (empty when the build failed before saving).
+        phases: Each phase's result, of every attempt (empty when the build failed before saving).
         seconds: Wall time of the whole process (model and tokenizer built, pretraining, copy check).
         capability: The kernel path torch reported in the build's process.
         error: The last lines the process wrote to stderr when it failed.
@@ -92,9 +92,16 @@ class Build:
 
     @property
     def reached(self) -> bool:
-        """Every phase with a target reached it."""
-        return self.returncode == 0 and bool(self.phases) and all(
-            phase.target is None or phase.accuracy >= phase.target for phase in self.phases)
+        """Every phase of the last attempt that has a target reached it."""
+        return self.returncode == 0 and bool(self.phases) and not any(
+            phase.missed for phase in last_attempt(self.phases))
+
+    @property
+    def attempts(self) -> str:
+        """How many attempts the build made, and where each dropped one stalled."""
+        stalls = [f"{phase.name} stalled at {phase.accuracy:.3f} after {phase.steps} steps"
+                  for phase in self.phases if phase.stalled]
+        return f"{len(stalls) + 1}" + (f" ({'; '.join(stalls)})" if stalls else "")
 
 
 def runnable_kernels() -> tuple[str, ...]:
@@ -171,9 +178,9 @@ def run_builds(specs: Sequence[BuildSpec], parallel: int, console: Console) -> l
 
         with tempfile.TemporaryDirectory(prefix="agentrl-pretraining-") as folder:
             result = run_build(spec, Path(folder), progress)
-        phases = "; ".join(f"{phase.name} {phase.steps} steps {phase.accuracy:.3f}" for phase in result.phases)
         console.print(f"{_label(spec)} ({result.capability or '?'}): "
-                      f"{'targets reached' if result.reached else 'MISSED'}, {result.seconds / 60:.1f} min: {phases}",
+                      f"{'targets reached' if result.reached else 'MISSED'}, {result.seconds / 60:.1f} min: "
+                      f"{phases_summary(result.phases)}",
                       markup=False, highlight=False, soft_wrap=True)
         console.file.flush()
         return result
@@ -188,16 +195,16 @@ def _label(spec: BuildSpec) -> str:
 
 def builds_table(builds: Sequence[Build]) -> Table:
     """Per build: kernel path (as forced, and as torch took it), seed, threads, each phase's steps and
-    accuracy, minutes, and whether every target was reached."""
-    names = [phase.name for phase in max((build.phases for build in builds), key=len, default=[])]
-    table = Table(title="Echo pretraining builds: steps / final copy accuracy per phase")
-    for column in ("kernel (taken)", "seed", "threads", *names, "minutes", "targets"):
+    accuracy in the last attempt, the attempts, minutes, and whether every target was reached."""
+    names = [phase.name for phase in max((last_attempt(build.phases) for build in builds), key=len, default=[])]
+    table = Table(title="Echo pretraining builds: steps / final copy accuracy per phase (the last attempt)")
+    for column in ("kernel (taken)", "seed", "threads", *names, "attempts", "minutes", "targets"):
         table.add_column(column)
     for build in builds:
-        phases = [f"{phase.steps} / {phase.accuracy:.3f}" for phase in build.phases]
+        phases = [f"{phase.steps} / {phase.accuracy:.3f}" for phase in last_attempt(build.phases)]
         phases += [""] * (len(names) - len(phases))
         table.add_row(f"{build.spec.kernel} ({build.capability or '?'})", str(build.spec.seed),
-                      str(build.spec.threads), *phases, f"{build.seconds / 60:.1f}",
+                      str(build.spec.threads), *phases, build.attempts, f"{build.seconds / 60:.1f}",
                       "reached" if build.reached else f"MISSED: {build.error or build.phases[-1].name}")
     return table
 

@@ -645,7 +645,7 @@ def pretrain_beside_demonstrations(config: PipelineConfig) -> list:
     import multiprocessing
 
     from tasks.progress import reported
-    from trainers.pretrain import built_phases, load_or_build_pretrained, pretrained_dir, print_flushed
+    from trainers.pretrain import built_phases, load_or_build_pretrained, phases_summary, pretrained_dir, print_flushed
     from trainers.tiny_model import load_or_build_tiny_model
 
     load_or_build_tiny_model()  # the tokenizer, built before both sides read it
@@ -656,8 +656,7 @@ def pretrain_beside_demonstrations(config: PipelineConfig) -> list:
     with multiprocessing.get_context("spawn").Pool(1) as pool:  # leaving the block stops the worker
         collected = pool.apply_async(_demonstrations_in_worker, (config,))
         load_or_build_pretrained(settings=settings, progress=_stopping_if_failed(collected, print_flushed))
-        phases = ", ".join(_phase_summary(phase) for phase in built_phases(settings=settings))
-        print_flushed(f"echo pretraining: {phases}")
+        print_flushed(f"echo pretraining: {phases_summary(built_phases(settings=settings))}")
         with reported("collecting the demonstrations", write=print_flushed):
             episodes = collected.get()
     print_flushed(f"demonstrations: {len(episodes)} episodes")
@@ -676,10 +675,6 @@ def _stopping_if_failed(work: Any, write: Callable[[str], None]) -> Callable[[st
             work.get()
 
     return progress
-
-
-def _phase_summary(phase: Any) -> str:
-    return f"{phase.name} {phase.accuracy:.3f} in {phase.steps} steps"
 
 
 def _demonstrations_in_worker(config: PipelineConfig) -> list:

@@ -28,8 +28,13 @@ answers), within a budget (5,000 and 6,000 steps); one that spends its budget st
 :class:`PretrainingError`, saving nothing. A budget stops only a build that would miss (a phase that reaches its
 target stops at the same step with any budget), so the budgets sit above the slowest builds measured: 1,178 steps
 for random strings but one seed of 2,857 (AVX512 seed 5, which a budget of 2,000 stopped at 0.860, still rising),
-and 2,439 for the drills (default seed 4). One may not fit: AVX512 seed 5's drills stood at 0.36 after
-3,453 steps, unfinished. The drills run at lr 3e-3 (from the same phase-2 model, lr 1e-3 sat at 0.22 for 800 steps,
+and 2,439 for the drills (default seed 4). **Drills that stall start the build again.** Every build that reached
+its target had ended its drills by step 1,000 or stood at 0.47 or more there (the slowest climbed from about 0.2:
+default seed 4 0.50 at step 914, AVX2 seed 4 0.53 at 1,023, default seed 3 0.76 at 1,022), while AVX512 seed 5's
+stayed at 0.19-0.22 for 1,200 steps and stood at 0.36 after 3,453, unfinished. So drills below 0.3 at step 1,000
+have not begun to learn: that attempt is dropped, and the build starts again from the untrained model with new draws
+(:func:`draws`; at most ``attempts``). A build whose drills do not stall is the same bits with or without the rule.
+The drills run at lr 3e-3 (from the same phase-2 model, lr 1e-3 sat at 0.22 for 800 steps,
 lr 3e-3 crossed 0.9 after 386) with AdamW's beta2 at 0.95. Their target counts the number answers: the answers of
 random tokens are learned in a second jump whose step moves chaotically with the draws and the rounding, and a
 target on all answers made some builds miss (AVX512 seeds 1 and 2 under format 7). The number answers crawled too,
@@ -103,9 +108,15 @@ class EchoPretraining:
         number_learning_rate: AdamW learning rate of phase 3.
         report_learning_rate: AdamW learning rate of phase 4.
         report_beta2: AdamW's second-moment decay in phase 4 (the other phases keep torch's 0.999).
+        report_stall_steps: Step of phase 4 at which its accuracy must stand at ``report_stall_accuracy`` or
+            above; below it, the drills have not begun to learn, and the attempt stops there.
+        report_stall_accuracy: See ``report_stall_steps``.
+        attempts: Most attempts of a build. The first draws with ``seed``; an attempt whose drills stall starts
+            the build again from the untrained model with the next attempt's draws (:func:`draws`).
         substitution: Share of each sentence's tokens replaced by random ordinary tokens in phase 2.
         seed: Seed of the draws. Seeds and kernel paths differ in the steps a phase takes (measured in
-            ``docs/pretraining.md``); a build whose phase misses its target stops with :class:`PretrainingError`.
+            ``docs/pretraining.md``); a build whose phase misses its target, or whose every attempt stalls, stops
+            with :class:`PretrainingError`.
     """
 
     random_target: float = 0.95
@@ -121,11 +132,16 @@ class EchoPretraining:
     number_learning_rate: float = 1e-3
     report_learning_rate: float = 3e-3
     report_beta2: float = 0.95
+    report_stall_steps: int = 1000
+    report_stall_accuracy: float = 0.3
+    attempts: int = 3
     substitution: float = 0.25
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("random_target", "report_target"):
+        if self.attempts < 1:
+            raise ValueError(f"attempts: expected at least 1, got {self.attempts}")
+        for name in ("random_target", "report_target", "report_stall_accuracy"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}: expected an accuracy in [0, 1], got {getattr(self, name)}")
         if self.window < 1 or min(self.random_max_steps, self.report_max_steps) < self.window:
@@ -139,7 +155,8 @@ class EchoPretraining:
                 f"-{self.number_steps}n-d{self.report_target:g}x{self.report_max_steps}-w{self.window}-b{self.batch_size}"
                 f"-lr{self.learning_rate:g}-{self.sentence_learning_rate:g}-{self.number_learning_rate:g}"
                 f"-{self.report_learning_rate:g}"
-                f"-b{self.report_beta2:g}-p{self.substitution:g}-s{self.seed}")
+                f"-b{self.report_beta2:g}-st{self.report_stall_accuracy:g}x{self.report_stall_steps}-a{self.attempts}"
+                f"-p{self.substitution:g}-s{self.seed}")
 
 
 @dataclass
@@ -152,6 +169,8 @@ class PhaseResult:
         accuracy: Its accuracy over the last ``window`` steps.
         target: The accuracy that ends it (None: it runs a fixed number of steps).
         seconds: Wall-clock time it took.
+        stalled: It stopped below its stall accuracy at its stall step (see :class:`Phase`).
+        attempt: The build's attempt it belongs to (0: the first).
     """
 
     name: str
@@ -159,33 +178,64 @@ class PhaseResult:
     accuracy: float
     target: float | None = None
     seconds: float = 0.0
+    stalled: bool = False
+    attempt: int = 0
 
     def line(self) -> str:
-        """``echo pretraining, <name>: N steps, copy accuracy A (target T), S s``."""
+        """``echo pretraining, <name>: N steps, copy accuracy A (target T), S s``, and ``: stalled`` after it."""
         target = f" (target {self.target:g})" if self.target is not None else ""
         return (f"echo pretraining, {self.name}: {self.steps} steps, copy accuracy {self.accuracy:.3f}{target}, "
-                f"{self.seconds:.0f} s")
+                f"{self.seconds:.0f} s{': stalled' if self.stalled else ''}")
+
+    @property
+    def summary(self) -> str:
+        """``<name> A in N steps``, `` (stalled)`` after it."""
+        return f"{self.name} {self.accuracy:.3f} in {self.steps} steps{' (stalled)' if self.stalled else ''}"
+
+    @property
+    def missed(self) -> bool:
+        """It has a target and ended below it (stalled or out of budget)."""
+        return self.target is not None and self.accuracy < self.target
+
+
+def phases_summary(phases: Sequence[PhaseResult]) -> str:
+    """Each phase's :attr:`~PhaseResult.summary`, each later attempt's first one preceded by ``attempt N:``."""
+    return ", ".join(f"attempt {phase.attempt + 1}: {phase.summary}"
+                     if phase.attempt and (index == 0 or phases[index - 1].attempt != phase.attempt) else phase.summary
+                     for index, phase in enumerate(phases))
+
+
+def last_attempt(phases: Sequence[PhaseResult]) -> list[PhaseResult]:
+    """The phases of the last attempt among ``phases``."""
+    last = max((phase.attempt for phase in phases), default=0)
+    return [phase for phase in phases if phase.attempt == last]
 
 
 class PretrainingError(RuntimeError):
-    """A pretraining phase spent its step budget below its target accuracy.
+    """A pretraining phase spent its step budget below its target accuracy, or every attempt's drills stalled.
 
     Attributes:
-        phases: How each phase went up to the failed one, which comes last.
+        phases: How each phase of each attempt went up to the failed one, which comes last.
         phase: The failed phase.
     """
 
     def __init__(self, phases: Sequence[PhaseResult], settings: EchoPretraining) -> None:
         self.phases, self.phase = list(phases), phases[-1]
         phase = self.phase
+        if phase.stalled:
+            what = (f"stood below copy accuracy {settings.report_stall_accuracy:g} after {phase.steps} steps in each "
+                    f"of {settings.attempts} attempts (the last: {phase.accuracy:.3f}), expected {phase.target:g} in "
+                    f"the end")
+        else:
+            what = f"reached copy accuracy {phase.accuracy:.3f} after its budget of {phase.steps} steps, " \
+                   f"expected {phase.target:g}"
         super().__init__(
-            f"echo pretraining: phase '{phase.name}' reached copy accuracy {phase.accuracy:.3f} after its budget of "
-            f"{phase.steps} steps, expected {phase.target:g}. The warm start built on such a model does not learn to "
+            f"echo pretraining: phase '{phase.name}' {what}. The warm start built on such a model does not learn to "
             f"answer, so the build stops here and saves nothing. What to do: build with other draws "
             f"(`python -m trainers.pretrain --seed {settings.seed + 1}`, or the main job's --pretrain_seed), or give "
-            f"the phase more steps or a lower target (EchoPretraining's *_max_steps, *_target); please report the "
-            f"seed, the processor, the torch version and the kernel variables set (ATEN_CPU_CAPABILITY, "
-            f"MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA) with it.")
+            f"the phase more steps, attempts or a lower target (EchoPretraining's *_max_steps, attempts, *_target); "
+            f"please report the seed, the processor, the torch version and the kernel variables set "
+            f"(ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA) with it.")
 
 
 def echo_sentences(n_entities: int = 400) -> list[str]:
@@ -337,6 +387,9 @@ class Phase:
         budget: Most optimizer steps (with no target: the steps it runs).
         target: Accuracy over the last ``window`` steps that ends the phase (None: run ``budget`` steps).
         beta2: AdamW's second-moment decay.
+        stall_step: Step at which the phase stops, stalled, if its accuracy stands below ``stall_accuracy``
+            (None: never).
+        stall_accuracy: See ``stall_step``.
     """
 
     name: str
@@ -345,11 +398,20 @@ class Phase:
     budget: int
     target: float | None = None
     beta2: float = 0.999
+    stall_step: int | None = None
+    stall_accuracy: float = 0.0
 
 
-def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
-    """The four phases of ``settings``, drawing from one random generator seeded with ``settings.seed``."""
-    rng, sentences, substitutes = random.Random(settings.seed), echo_sentences(), ordinary_token_ids(tokenizer)
+def draws(seed: int, attempt: int = 0) -> random.Random:
+    """The random generator of a build's ``attempt``: seeded with ``seed`` for the first, with a string naming both
+    for the others (Python seeds from a string's SHA-512, the same in every process)."""
+    return random.Random(seed if attempt == 0 else f"echo pretraining, seed {seed}, attempt {attempt}")
+
+
+def echo_phases(tokenizer, settings: EchoPretraining, attempt: int = 0) -> list[Phase]:
+    """The four phases of ``settings``, drawing from one random generator (:func:`draws` of the seed and
+    ``attempt``)."""
+    rng, sentences, substitutes = draws(settings.seed, attempt), echo_sentences(), ordinary_token_ids(tokenizer)
     size = settings.batch_size
     return [
         Phase("random strings", settings.learning_rate,
@@ -362,29 +424,47 @@ def echo_phases(tokenizer, settings: EchoPretraining) -> list[Phase]:
               settings.number_steps),
         Phase("report drills", settings.report_learning_rate,
               lambda: report_batch(tokenizer, rng, size, substitutes),
-              settings.report_max_steps, settings.report_target, settings.report_beta2),
+              settings.report_max_steps, settings.report_target, settings.report_beta2,
+              settings.report_stall_steps, settings.report_stall_accuracy),
     ]
 
 
 def pretrain_echo(model, tokenizer, settings: EchoPretraining,
                   progress: Callable[[str], None] | None = None) -> list[PhaseResult]:
-    """Train ``model`` in place on the four phases; returns how each went.
+    """Train ``model`` in place on the four phases; returns how each phase of each attempt went.
+
+    An attempt whose drills stall (below ``settings.report_stall_accuracy`` at step
+    ``settings.report_stall_steps``) is dropped: the model goes back to its weights before the first phase and the
+    next attempt draws anew. A build whose drills do not stall is the same with any number of attempts.
 
     Args:
         progress: Called with a line when a phase starts, about every :data:`PROGRESS_EVERY_S` seconds within
             one, and when one ends (None: silent).
 
     Raises:
-        PretrainingError: A phase spent its budget below its target.
+        PretrainingError: A phase spent its budget below its target, or the drills of every attempt stalled.
     """
+    progress = progress or (lambda line: None)
+    untrained = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     model.train()
-    results = []
-    for phase in echo_phases(tokenizer, settings):
-        result = train_phase(model, phase, settings.window, progress or (lambda line: None))
-        results.append(result)
-        if result.target is not None and result.accuracy < result.target:
-            raise PretrainingError(results, settings)
-    return results
+    results: list[PhaseResult] = []
+    for attempt in range(settings.attempts):
+        if attempt:
+            model.load_state_dict(untrained)
+            progress(f"echo pretraining: the drills stood below {settings.report_stall_accuracy:g} at step "
+                     f"{settings.report_stall_steps}; attempt {attempt + 1} of {settings.attempts} starts again from "
+                     f"the untrained model with new draws")
+        for phase in echo_phases(tokenizer, settings, attempt):
+            result = train_phase(model, phase, settings.window, progress)
+            result.attempt = attempt
+            results.append(result)
+            if result.missed and not result.stalled:
+                raise PretrainingError(results, settings)
+            if result.stalled:
+                break
+        else:  # no phase stalled
+            return results
+    raise PretrainingError(results, settings)
 
 
 PROGRESS_EVERY_S = 60.0
@@ -394,7 +474,7 @@ PROGRESS_EVERY_S = 60.0
 def train_phase(model, phase: Phase, window: int, progress: Callable[[str], None],
                 clock: Callable[[], float] = time.monotonic) -> PhaseResult:
     """Train ``model`` on ``phase`` until its accuracy over the last ``window`` steps reaches its target, or
-    for its whole budget."""
+    for its whole budget; or until its stall step, if its accuracy stands below its stall accuracy there."""
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=phase.learning_rate, betas=(0.9, phase.beta2),
@@ -402,6 +482,7 @@ def train_phase(model, phase: Phase, window: int, progress: Callable[[str], None
     recent: deque[float] = deque(maxlen=window)
     started = last_line = clock()
     until = f"until copy accuracy {phase.target:g}, at most " if phase.target is not None else ""
+    stalled = False
     progress(f"echo pretraining, {phase.name}: {until}{phase.budget} steps")
     for step in range(1, phase.budget + 1):
         accuracy = _echo_step(model, optimizer, *phase.next_batch())
@@ -409,11 +490,14 @@ def train_phase(model, phase: Phase, window: int, progress: Callable[[str], None
             recent.append(accuracy)
         if phase.target is not None and len(recent) == window and float(np.mean(recent)) >= phase.target:
             break
+        if step == phase.stall_step and float(np.mean(recent)) < phase.stall_accuracy:
+            stalled = True
+            break
         if clock() - last_line >= PROGRESS_EVERY_S:
             progress(f"echo pretraining, {phase.name}: step {step}, copy accuracy {np.mean(recent):.3f}, "
                      f"{clock() - started:.0f} s")
             last_line = clock()
-    result = PhaseResult(phase.name, step, float(np.mean(recent)), phase.target, clock() - started)
+    result = PhaseResult(phase.name, step, float(np.mean(recent)), phase.target, clock() - started, stalled)
     progress(result.line())
     return result
 

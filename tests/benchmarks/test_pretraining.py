@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,8 @@ def test_a_kernel_path_caps_mkls_matrix_products_too():
     (1, [*REACHED[:2], PhaseResult("report drills", 1500, 0.4, 0.9)], False),  # the drills spent their budget
     (0, [], False),                                                        # nothing recorded: no claim
     (1, REACHED, False),                                                   # the process failed after all
+    (0, [*REACHED[:2], PhaseResult("report drills", 1000, 0.2, 0.9, stalled=True),
+         *(replace(phase, attempt=1) for phase in REACHED)], True),       # the second attempt reached
 ])
 def test_a_build_counts_as_reached_only_when_it_succeeded_and_every_target_was_met(returncode, phases, reached):
     assert Build(BuildSpec("avx2", 0, 1), returncode, phases).reached is reached
@@ -90,6 +93,17 @@ def test_the_table_shows_each_phase_and_names_a_missed_target():
     text = console.export_text()
     assert "avx512 (AVX512)" in text and "800 / 0.951" in text and "400 / 0.902" in text and "reached" in text
     assert "1500 / 0.400" in text and "MISSED: error: echo pretraining: phase 'report drills'" in text
+
+
+def test_the_table_shows_the_last_attempts_phases_and_where_the_dropped_one_stalled():
+    stalled = PhaseResult("report drills", 1000, 0.219, 0.9, stalled=True)
+    phases = [*REACHED[:2], stalled, *(replace(phase, attempt=1) for phase in REACHED)]
+    build = Build(BuildSpec("avx512", 5, 1), 0, phases)
+    console = Console(width=250, record=True)
+    console.print(builds_table([build]))
+    text = console.export_text()
+    assert "1000 / 0.219" not in text and "400 / 0.902" in text and "reached" in text
+    assert "2 (report drills stalled at 0.219 after 1000 steps)" in text
 
 
 def test_unknown_kernel_paths_are_refused(capsys):

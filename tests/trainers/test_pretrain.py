@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 
@@ -15,6 +16,7 @@ from trainers.pretrain import (
     PretrainingError,
     built_phases,
     copy_accuracy,
+    draws,
     echo_batch,
     echo_sentences,
     load_or_build_pretrained,
@@ -22,6 +24,7 @@ from trainers.pretrain import (
     masked_copy_loss,
     number_echo_batch,
     ordinary_token_ids,
+    phases_summary,
     pretrain_echo,
     pretrained_dir,
     report_batch,
@@ -138,6 +141,58 @@ def test_a_phase_that_spends_its_budget_below_its_target_stops_the_build_naming_
     assert "--seed 6" in message and "*_max_steps" in message and "*_target" in message
 
 
+def test_the_first_attempt_draws_from_the_seed_and_each_later_attempt_anew():
+    first, again = draws(5), random.Random(5)
+    assert [first.random() for _ in range(5)] == [again.random() for _ in range(5)]  # the builds measured before
+    later = [[draws(5, attempt).random() for _ in range(5)] for attempt in (0, 1, 1, 2)]
+    assert later[1] == later[2] and len({tuple(values) for values in later}) == 3
+
+
+STALLING = EchoPretraining(random_target=0.0, random_max_steps=3, sentence_steps=2, number_steps=2, report_target=0.9,
+                           report_max_steps=10, batch_size=4, window=2, report_stall_steps=3,
+                           report_stall_accuracy=1.0, attempts=2)
+"""The drills of an untrained model stand below an accuracy of 1 at their third step: every attempt stalls."""
+
+
+def test_a_stalled_attempt_starts_again_from_the_untrained_model_with_the_next_draws(monkeypatch):
+    shipped = pretrain.echo_phases
+
+    def only_the_first_attempt_stalls(tokenizer, settings, attempt=0):  # later ones end after `window` steps
+        phases = shipped(tokenizer, settings, attempt)
+        return phases if attempt == 0 else [
+            dataclasses.replace(phase, stall_step=None, target=None if phase.target is None else 0.0)
+            for phase in phases]
+
+    monkeypatch.setattr(pretrain, "echo_phases", only_the_first_attempt_stalls)
+    model, tokenizer = load_or_build_tiny_model(TINY)
+    lines = []
+    phases = pretrain_echo(model, tokenizer, STALLING, lines.append)
+    assert [(phase.name, phase.attempt, phase.stalled) for phase in phases] == [
+        ("random strings", 0, False), ("sentences", 0, False), ("numbers", 0, False), ("report drills", 0, True),
+        ("random strings", 1, False), ("sentences", 1, False), ("numbers", 1, False), ("report drills", 1, False)]
+    assert phases[3].steps == 3 and lines[7] == "echo pretraining, report drills: 3 steps, copy accuracy " \
+        f"{phases[3].accuracy:.3f} (target 0.9), 0 s: stalled"
+    assert lines[8] == ("echo pretraining: the drills stood below 1 at step 3; attempt 2 of 2 starts again from "
+                        "the untrained model with new draws")
+    assert phases_summary(phases).count("attempt 2: random strings") == 1
+
+    expected, _ = load_or_build_tiny_model(TINY)  # the second attempt alone, from the untrained model
+    expected.train()
+    for phase in only_the_first_attempt_stalls(tokenizer, STALLING, attempt=1):
+        train_phase(expected, phase, STALLING.window, lambda line: None)
+    built, alone = model.state_dict(), expected.state_dict()
+    assert all(torch.equal(built[name], alone[name]) for name in built)
+
+
+def test_a_build_whose_every_attempt_stalls_stops_naming_the_stall_and_the_attempts():
+    model, tokenizer = load_or_build_tiny_model(TINY)
+    with pytest.raises(PretrainingError) as failure:
+        pretrain_echo(model, tokenizer, STALLING)
+    assert [(phase.attempt, phase.stalled) for phase in failure.value.phases if phase.name == "report drills"] == [
+        (0, True), (1, True)]
+    assert "phase 'report drills' stood below copy accuracy 1 after 3 steps in each of 2 attempts" in str(failure.value)
+
+
 def _scripted_accuracies(monkeypatch, accuracies):
     """Make each optimizer step report the next of ``accuracies`` (the level logic, not the model, is tested)."""
     scripted = iter(accuracies)
@@ -163,6 +218,18 @@ def test_a_phase_out_of_budget_reports_where_it_stood(monkeypatch):
     result = train_phase(torch.nn.Linear(1, 1), Phase("drills", 1e-3, lambda: (None, None, None), 4, 0.9), 2,
                          lambda line: None)
     assert (result.name, result.steps, result.accuracy, result.target) == ("drills", 4, pytest.approx(0.45), 0.9)
+
+
+@pytest.mark.parametrize(("accuracies", "stalled", "steps"), [
+    ([0.1, 0.2, 0.2, 0.5], True, 3),    # below 0.3 at the stall step: it stops there
+    ([0.1, 0.3, 0.3, 0.95], False, 4),  # at 0.3 it goes on, to its target
+])
+def test_a_phase_stops_stalled_when_it_stands_below_its_stall_accuracy_at_its_stall_step(monkeypatch, accuracies,
+                                                                                           stalled, steps):
+    _scripted_accuracies(monkeypatch, accuracies)
+    phase = Phase("drills", 1e-3, lambda: (None, None, None), 20, 0.6, stall_step=3, stall_accuracy=0.3)
+    result = train_phase(torch.nn.Linear(1, 1), phase, 2, lambda line: None)
+    assert (result.stalled, result.steps, result.missed) == (stalled, steps, stalled)
 
 
 def test_progress_lines_come_about_every_minute_within_a_phase(monkeypatch):
