@@ -99,9 +99,10 @@ class Build:
     @property
     def attempts(self) -> str:
         """How many attempts the build made, and where each dropped one stalled."""
+        made = max((phase.attempt for phase in self.phases), default=0) + 1
         stalls = [f"{phase.name} stalled at {phase.accuracy:.3f} after {phase.steps} steps"
                   for phase in self.phases if phase.stalled]
-        return f"{len(stalls) + 1}" + (f" ({'; '.join(stalls)})" if stalls else "")
+        return f"{made}" + (f" ({'; '.join(stalls)})" if stalls else "")
 
 
 def runnable_kernels() -> tuple[str, ...]:

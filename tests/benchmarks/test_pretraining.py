@@ -106,6 +106,13 @@ def test_the_table_shows_the_last_attempts_phases_and_where_the_dropped_one_stal
     assert "2 (report drills stalled at 0.219 after 1000 steps)" in text
 
 
+def test_a_build_whose_every_attempt_stalled_counts_its_attempts_not_one_more():
+    stalled = [replace(phase, attempt=attempt) for attempt in range(3)
+               for phase in [*REACHED[:2], PhaseResult("report drills", 1000, 0.2, 0.9, stalled=True)]]
+    build = Build(BuildSpec("avx512", 5, 1), 1, stalled, error="error: echo pretraining: phase 'report drills' stood")
+    assert build.attempts.startswith("3 (report drills stalled at 0.200") and not build.reached
+
+
 def test_unknown_kernel_paths_are_refused(capsys):
     with pytest.raises(SystemExit):
         main(["--kernels", "avx1024"])
