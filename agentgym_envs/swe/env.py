@@ -130,7 +130,7 @@ from rewards import (
 from rewards.swe import RULES
 from tasks import InfrastructureError, Task, TaskError, Trajectory
 from tasks.errors import did_you_mean
-from tasks.swe.environments import RepoEnvironment, package_root
+from tasks.swe.environments import RepoEnvironment, package_root, vcs_version_files
 from tasks.swe.instances import as_test_ids, refuse_without_fail_to_pass, tree_digest
 from tasks.swe.patches import PatchError, apply_patch, parse_patch
 from tasks.swe.repos import folder_files, is_test_file, pin, repository_files
@@ -331,7 +331,8 @@ class SWEEnv(SandboxEnv):
 
         A synthetic task's is its pin's sdist with the bug planted (the reference fix reversed), checked against
         the task's ``base_commit``; a SWE-bench task's is the folder its ``repo_source`` names, with the fix
-        reversed for a SWE-smith task (``repo_source["planted"]``).
+        reversed for a SWE-smith task (``repo_source["planted"]``) and the version file that hatch-vcs or
+        setuptools-scm would generate, when the folder lacks it (:func:`~tasks.swe.environments.vcs_version_files`).
 
         Raises:
             EnvConfigError: A repository source this env cannot use (an image), or a tree that is not the task's.
@@ -350,7 +351,9 @@ class SWEEnv(SandboxEnv):
         source = task.metadata.get("repo_source") or {}
         if source.get("kind") == "path":  # a SWE-smith instance's bug is planted: its fix reversed
             files = folder_files(source["path"])
-            return apply_patch(files, task.answer, reverse=True) if source.get("planted") else files
+            files = apply_patch(files, task.answer, reverse=True) if source.get("planted") else files
+            environment = task_environment(task)
+            return {**files, **vcs_version_files(files, environment.dist_version if environment else "0")}
         if source.get("kind") == "image":  # a SWE-bench instance image's own /testbed
             return image_testbed_tree(str(source["image"]))
         if source.get("kind") != "pypi":

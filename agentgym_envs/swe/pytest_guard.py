@@ -32,6 +32,10 @@ last two need a conftest, which the grader restores from its own copy (removing 
 first two need code written against this plugin, which a policy can learn only by reading it in the sandbox.
 The grader's wall is that it runs on a fresh copy of the repository with only the agent's diff applied and the
 test files restored, in a sandbox where no process of the agent lives on.
+
+PYTEST_DONT_REWRITE: imported before pytest starts, this module cannot have its asserts rewritten (it needs no
+assert's message); the marker keeps pytest from warning so when ``-p`` names it, a warning that a repository's
+``filterwarnings = error`` (humanize's, for one) would turn into a failed run.
 """
 
 from __future__ import annotations

@@ -236,6 +236,59 @@ def _metadata_version(version: str) -> str:
     return version if re.fullmatch(r"\d+(\.\d+)*([a-z]+\d*)?(\.post\d+)?(\.dev\d+)?", version) else "0"
 
 
+VERSION_FILE_HEADER = "# written by agentrl: the version file the build backend derives from VCS metadata\n"
+"""The first line of a version file :func:`vcs_version_files` writes."""
+
+
+def vcs_version_files(files: Mapping[str, bytes], version: str) -> dict[str, bytes]:
+    """The version files a VCS-versioned build backend would write, for those the tree lacks.
+
+    hatch-vcs (``[tool.hatch.build.hooks.vcs] version-file``) and setuptools-scm (``[tool.setuptools_scm]
+    version_file`` or ``write_to``) write a module such as ``src/pkg/_version.py`` from the git tags when the
+    project is built or installed; the file is git-ignored, so a checkout or a folder at an instance's commit does
+    not hold it, and a package that imports it fails at import. Here the repository is not installed (its roots
+    go on ``sys.path``), so the file is written into the tree with ``version``, as ``pip install -e`` would.
+
+    Args:
+        files: The repository's files (path -> bytes).
+        version: The version to write (the environment's ``dist_version``).
+
+    Returns:
+        Path -> contents of each version file that ``pyproject.toml`` names and ``files`` lacks.
+
+    Raises:
+        TaskError: The project's own template names a field other than ``version`` and ``version_tuple``.
+
+    Example:
+        >>> pyproject = b'[tool.hatch.build.hooks.vcs]\\nversion-file = "src/demo/_version.py"\\n'
+        >>> written = vcs_version_files({"pyproject.toml": pyproject}, "4.12")
+        >>> print(written["src/demo/_version.py"].decode().splitlines()[-1])
+        __version_tuple__ = version_tuple = (4, 12)
+    """
+    tool = _toml(files.get("pyproject.toml")).get("tool", {})
+    hatch = tool.get("hatch", {}).get("build", {}).get("hooks", {}).get("vcs", {})
+    scm = tool.get("setuptools_scm", {})
+    wanted = [(hatch.get("version-file"), hatch.get("template")),
+              (scm.get("version_file") or scm.get("write_to"),
+               scm.get("version_file_template") or scm.get("write_to_template"))]
+    return {path: _version_file_text(path, template, version).encode() for path, template in wanted
+            if isinstance(path, str) and path and path not in files}
+
+
+def _version_file_text(path: str, template: str | None, version: str) -> str:
+    version_tuple = tuple(int(part) if part.isdigit() else part for part in version.split("."))
+    if template is None:
+        template = ("{version}\n" if not path.endswith(".py") else
+                    VERSION_FILE_HEADER + "__version__ = version = {version!r}\n"
+                    "__version_tuple__ = version_tuple = {version_tuple!r}\n")
+    try:
+        return template.format(version=version, version_tuple=version_tuple)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise TaskError(f"{path}: expected a version file template with the fields version and version_tuple, got "
+                        f"{template!r} ({type(exc).__name__}: {exc}); write the file into the repository folder "
+                        "yourself") from exc
+
+
 def _toml(data: bytes | None) -> dict[str, Any]:
     if not data:
         return {}
