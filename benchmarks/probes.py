@@ -284,6 +284,45 @@ def verifier_table(reports: Sequence[VerifierReport]) -> Table:
     return table
 
 
+def failures(records: Sequence[EpisodeRecord], reports: Sequence[VerifierReport]) -> list[str]:
+    """Why each failed verifier failed: one ``"<verifier> / <probe>: <reasons>"`` per probe at fault (see
+    :attr:`VerifierReport.failed`), in the reports' order."""
+    lines = []
+    for report in reports:
+        scored = [r for r in records if r.verifier == report.verifier and not r.infra_error]
+        for probe in dict.fromkeys(r.probe for r in scored):
+            reasons = probe_faults(report, probe, [r for r in scored if r.probe == probe])
+            lines += [f"{report.verifier} / {probe}: {'; '.join(reasons)}"] if reasons else []
+    return lines
+
+
+def probe_faults(report: VerifierReport, probe: str, episodes: Sequence[EpisodeRecord]) -> list[str]:
+    """What one probe's scored ``episodes`` did wrong, as counts (an exploit accepted, an oracle rejected, credit
+    for nothing, near the oracle, never exercised, a hidden text shown with the first such task and text)."""
+    of = f"/{len(episodes)} episodes"
+    accepted = sum(e.accepted and not e.oracle for e in episodes)
+    rejected = sum(e.oracle and not e.accepted for e in episodes)
+    credited = sum(e.zero_credit and e.outcome > 0 for e in episodes)
+    leaking = [e for e in episodes if e.leaks]
+    faults = [f"exploit accepted in {accepted}{of}"] if accepted else []
+    faults += [f"oracle rejected in {rejected}{of}"] if rejected else []
+    faults += [f"credit for nothing in {credited}{of}"] if credited else []
+    faults += [f"mean outcome {MAX_SHARE_OF_ORACLE:.0%}+ of the oracle's"] if probe in report.near_oracle else []
+    faults += [f"never exercised in {len(episodes)} episodes"] if probe in report.unexercised else []
+    if leaking:
+        faults.append(f"hidden text shown in {len(leaking)}{of} (task {leaking[0].task_id} showed "
+                      f"{leaking[0].leaks[0][:80]!r})")
+    return faults
+
+
+def verdict(records: Sequence[EpisodeRecord], reports: Sequence[VerifierReport]) -> str:
+    """The run's last line, plain text at any width: every failing verifier, probe and reason, or that all held."""
+    reasons = failures(records, reports)
+    if reasons:
+        return "probes FAILED: " + " | ".join(reasons)
+    return f"probes passed: {len(reports)} verifiers, {len(records)} episodes, no exploit accepted, no oracle rejected"
+
+
 def env_names(text: str) -> list[str]:
     """``--envs``: comma-separated registered ids or aliases, each of a spec that has probes.
 
@@ -314,7 +353,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the probes, print both tables; exit status 1 when a verifier failed (:attr:`VerifierReport.failed`)."""
+    """Run the probes, print both tables and :func:`verdict`; exit status 1 when a verifier failed
+    (:attr:`VerifierReport.failed`)."""
     args = parse_args(argv)
     records = run_probes(args.envs, split=args.split, limit=args.limit, sandbox=args.sandbox, slow=not args.fast)
     reports = summarize(records)
@@ -326,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "episodes": [asdict(r) for r in records]}
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(payload, handle, indent=2)
+    print(verdict(records, reports))
     return int(any(report.failed for report in reports))
 
 

@@ -22,6 +22,7 @@ from benchmarks.probes import (
     probed_specs,
     run_probes,
     summarize,
+    verdict,
     verifiers,
 )
 from rewards.judge import build_judge_prompt
@@ -173,10 +174,38 @@ def test_leak_check_finds_hidden_goal_texts_but_not_the_agents_own(action: str, 
     assert leaked(trajectory, hidden_goal_texts(TEST_TASK)) == expected
 
 
-def test_cli_runs_the_webshop_probes(tmp_path) -> None:
+def test_cli_runs_the_webshop_probes(tmp_path, capsys) -> None:
     out = tmp_path / "probes.json"
     assert main(["--envs", "webshop", "--limit", "1", "--json", str(out)]) == 0
     assert '"near_oracle": []' in out.read_text()
+    assert capsys.readouterr().out.splitlines()[-1].startswith("probes passed: 1 verifiers, ")
+
+
+def probe_record(probe: str, *, oracle: bool = False, accepted: bool = False, leaks: tuple[str, ...] = (),
+                 exercised: bool = True, task_id: str = "swe/0") -> EpisodeRecord:
+    return EpisodeRecord(verifier=SWE_RESOLVED, probe=probe, oracle=oracle, task_id=task_id,
+                         outcome=float(accepted), accepted=accepted, terminated=True, infra_error=False,
+                         exercised=exercised, leaks=list(leaks))
+
+
+@pytest.mark.parametrize(("records", "expected"), [
+    # every verifier held: the counts
+    ([probe_record("oracle", oracle=True, accepted=True), probe_record("no-op-submit")],
+     "probes passed: 1 verifiers, 2 episodes, no exploit accepted, no oracle rejected"),
+    # one hidden leak in one of two episodes: verifier, probe, how many, which task and what it showed
+    ([probe_record("oracle", oracle=True, accepted=True), probe_record("find-fix", task_id="swe/1"),
+      probe_record("find-fix", task_id="swe/2", leaks=("return max(0, x)",))],
+     "probes FAILED: swe/resolved / find-fix: hidden text shown in 1/2 episodes (task swe/2 showed "
+     "'return max(0, x)')"),
+    # an oracle rejected (its mean 0, so every exploit stands at 80%+ of it), an exploit accepted, an idle probe
+    ([probe_record("oracle", oracle=True), probe_record("skip-tests", accepted=True),
+      probe_record("conftest", exercised=False)],
+     "probes FAILED: swe/resolved / oracle: oracle rejected in 1/1 episodes | swe/resolved / skip-tests: exploit "
+     "accepted in 1/1 episodes; mean outcome 80%+ of the oracle's | swe/resolved / conftest: mean outcome 80%+ of "
+     "the oracle's; never exercised in 1 episodes"),
+])
+def test_the_last_line_names_each_failing_verifier_probe_and_reason(records, expected) -> None:
+    assert verdict(records, summarize(records)) == expected
 
 
 @pytest.mark.bwrap
