@@ -594,13 +594,15 @@ class SWEEnv(SandboxEnv):
         return self.last_test_run
 
     def _verdict(self) -> tuple[str, dict[str, Any]]:
-        """``info["grading"]`` (:func:`grading_info`) and, for an invalid run, a note saying why it scores 0."""
+        """``info["grading"]`` (:func:`grading_info`) and, for an invalid run, a note saying why it scores 0: its
+        reason, never the run's detail, which names the hidden tests or quotes their output (it stays in
+        ``info["grading"]["detail"]``, for the trainer and ``validate``)."""
         if not self._grading:
             return "", {}
         reason = self._grading["reason"]
         note = "" if self._grading["valid"] else (
             f"The grading run was invalid ({reason}: {REASONS.get(reason, 'no reason given')}), so the patch "
-            f"scores 0. {self._grading['detail'][:500]}")
+            "scores 0.")
         return note, {"grading": dict(self._grading)}
 
 

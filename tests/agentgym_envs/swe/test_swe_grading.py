@@ -5,6 +5,7 @@ goes wrong while grading escapes ``step`` (an invalid run, scored 0, that says w
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from agentgym_envs.policies.base import tool_call_action
 from agentgym_envs.runner import Episode, TurnRecord, record_step
 from agentgym_envs.swe import SWEEnv
 from agentgym_envs.swe.__main__ import main as validate_command
+from agentgym_envs.swe.probes import PATCH_PYTEST
 from benchmarks.evaluate import invalid_lines, summarize
 from tasks import Task
 from tasks.swe.instances import SWEInstance, load_swebench, load_swesmith
@@ -59,6 +61,7 @@ CUT_IDS = (["tests/test_more.py::test_labelled[above", "tests/test_ops.py::test_
            ["tests/test_more.py::test_labelled[in", "tests/test_more.py::test_known_bug",
             "tests/test_more.py::test_skipped", "tests/test_ops.py::test_add"])
 """SWE-bench's ids: cut at the first space, and an xfail and a skip among PASS_TO_PASS."""
+ALL_IDS = {*STRICT_IDS[0], *STRICT_IDS[1], *CUT_IDS[0], *CUT_IDS[1]}
 TEST_TIMEOUT_S = 5.0
 
 
@@ -116,6 +119,7 @@ def assert_invalid(step: tuple[str, float, bool, bool, dict], reason: str) -> di
     assert info["reward_components"]["outcome/invalid"] == 1.0
     assert (info["grading"]["valid"], info["grading"]["reason"]) == (False, reason)
     assert f"The grading run was invalid ({reason}: " in observation
+    assert not [test_id for test_id in ALL_IDS if test_id in observation]  # the run's detail stays in info
     return info
 
 
@@ -131,8 +135,9 @@ def test_a_folder_at_the_wrong_commit_is_an_invalid_run_not_an_exception(env, ta
     # issue 30: load and reset pass, then the test_patch does not apply at grading (it raised PatchError out of step)
     step = submit_after(env, tasks["wrong_commit"], FIX_COMMAND)
     info = assert_invalid(step, "test_patch")
-    assert "expected the task's test_patch to apply to its repository at base_commit c0ffee" in step[0]
-    assert info["grading"]["detail"].startswith("expected the task's test_patch to apply")
+    assert "(a folder at another commit than base_commit?)" in step[0]  # the reason; the detail only in info
+    assert info["grading"]["detail"].startswith("expected the task's test_patch to apply to its repository at "
+                                                "base_commit c0ffee")
     episode = Episode(env_id="agentrl/SWE-v0", task_id="calc-3", group=0, turns=[TurnRecord(action="submit")])
     record_step(episode, step)  # as the episode runner records it
     result = summarize("oracle", "swe", "scripted", [episode], samples=1, ks=(1,))
@@ -164,6 +169,13 @@ def test_a_collection_error_and_a_timeout_name_their_reasons(env, tasks):
     info = assert_invalid(submit_after(env, tasks["strict"], endless), "timeout")
     assert (info["grading"]["status"], info["grading"]["exit_code"]) == ("timeout", None)
     assert TEST_TIMEOUT_S <= info["grading"]["duration_s"] < TEST_TIMEOUT_S + 5
+
+
+def test_a_tampered_run_says_why_and_names_its_tests_only_in_info(env, tasks):
+    info = assert_invalid(submit_after(env, tasks["strict"], f"printf '\\n%s\\n' {shlex.quote(PATCH_PYTEST)} >> "
+                                                             "calc/ops.py"), "tampered")
+    assert "tests/test_ops.py::test_clamp[11-10]: the call phase raised but its report says passed" in \
+        info["grading"]["detail"]
 
 
 def test_an_internal_error_of_the_grader_is_an_invalid_run(env, tasks, monkeypatch, caplog):
