@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+pytest_plugins = ["tests.durations", "pytester"]  # slow tests by measurement; pytester for tests/test_durations.py
+
 # No model hub anywhere in the tests: the tiny model is built locally, and nothing may phone home.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")

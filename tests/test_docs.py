@@ -3,7 +3,7 @@ the checkout (python blocks with this interpreter, bash blocks with it first on 
 
 A block that cannot run here says why on the line before it, ``<!-- docs-test: not run: REASON -->``; a reason that
 names a test (``tests/<path>.py`` or ``tests/<path>.py::test_name``) must name one that exists: the test that runs
-the example's substance. A block that takes more than a few seconds is marked ``<!-- docs-test: slow -->``. A block
+the example's substance (a slow block is marked slow by measurement, as every test: tests/durations.py). A block
 under ``<!-- file: PATH -->`` is a file of a package, not a command (docs/adding-an-environment.md's, which
 tests/test_third_party_env.py compares with tests/plugins/ and installs). Blocks in other languages (text, toml,
 yaml) are not examples to run. docs/serving.md's examples are run by their own test
@@ -75,8 +75,7 @@ def blocks() -> list[Block]:
 
 
 BLOCKS = blocks()
-RUN = [pytest.param(block, id=block.name, marks=[pytest.mark.slow] if block.marker == "slow" else [])
-       for block in BLOCKS if block.not_run is None]
+RUN = [pytest.param(block, id=block.name) for block in BLOCKS if block.not_run is None]
 
 
 def test_the_pages_left_out_are_run_by_their_own_tests() -> None:
@@ -91,7 +90,7 @@ def test_the_readme_has_its_quick_start() -> None:
 
 def test_every_marker_is_known_and_every_block_not_run_says_why() -> None:
     for block in BLOCKS:
-        assert block.marker in (None, "slow") or block.not_run is not None, f"{block.name}: unknown {block.marker!r}"
+        assert block.marker is None or block.not_run is not None, f"{block.name}: unknown {block.marker!r}"
         if block.not_run is not None:
             assert len(block.not_run.split()) >= 4, f"{block.name}: say why it is not run, got {block.not_run!r}"
             for named in NAMED_TEST.findall(block.not_run):

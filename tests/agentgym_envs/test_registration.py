@@ -53,7 +53,6 @@ def test_only_envs_that_run_agent_code_take_a_sandbox():
         runs_agent_code("agentrl/Serch-v0")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("env_id", registered_ids())
 def test_check_env_passes(env_id, backend):
     env = gym.make(env_id, **sandbox_kwargs(env_id, backend))
@@ -78,7 +77,6 @@ def _rollout(env_id: str, backend: str, seed: int) -> list[str]:
         env.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("env_id", registered_ids())
 def test_same_seed_same_episode(env_id, backend):
     first = _rollout(env_id, backend, seed=123)

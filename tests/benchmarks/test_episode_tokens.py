@@ -32,7 +32,6 @@ def test_the_summary_takes_medians_maxima_and_the_solved_share():
         summarize("e", "oracle", [Episode(env_id="e", task_id="c", group=0, infra_error=True)])
 
 
-@pytest.mark.slow
 def test_the_search_oracle_is_measured_through_the_tiny_tokenizer(capsys):
     row = measure("search", tasks=2, prompt_style="task")
     assert (row.env_id, row.episodes, row.solved) == ("agentrl/Search-v0", 2, 1.0)

@@ -11,7 +11,6 @@ from benchmarks.grpo_overlap import Run, Settings, main, speedups
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.filterwarnings("ignore:.*while copying the environment spec")  # gym.make with a task list in kwargs
 def test_both_runs_train_and_the_report_holds_their_step_times_staleness_and_importance_ratios(tmp_path):

@@ -35,7 +35,6 @@ def quiet_trl_experimental() -> Iterator[None]:
         yield
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_every_row_plays_every_episode_with_real_tool_calls():
     # Builds and caches the warm-started model the first time (minutes); ~10 s afterwards.

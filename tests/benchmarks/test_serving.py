@@ -11,8 +11,6 @@ pytest.importorskip("openreward")
 
 from benchmarks.serving import main
 
-pytestmark = pytest.mark.slow  # a server process
-
 
 def test_a_small_run_measures_every_row_and_holds_the_sessions(tmp_path, capsys):
     path = tmp_path / "serving.json"

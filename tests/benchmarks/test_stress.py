@@ -127,7 +127,6 @@ def test_faults_are_reported_recovered_from_and_lose_no_episode(backend: str):
     assert report.clean
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("AGENTRL_STRESS_DAEMON") != "1",
                     reason="restarts the shared Docker daemon: set AGENTRL_STRESS_DAEMON=1 to run it")
 def test_daemon_restart_is_an_infra_error_and_every_worker_recovers(docker_backend: str):

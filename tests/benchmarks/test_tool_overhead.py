@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from benchmarks.tool_overhead import ROW_BACKEND, Report, Row, add_ratios, summarize
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +15,6 @@ EXPECTED_CALLS = {"kernel-docker": 3, "kernel-bwrap": 3, "docker-exec": 2, "bwra
 """Timed calls per row for the command line the smoke test runs."""
 
 
-@pytest.mark.slow
 def test_benchmark_reports_every_row_of_a_backend(backend: str, tmp_path: Path):
     out = tmp_path / "overhead.json"
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))

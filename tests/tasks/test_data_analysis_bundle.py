@@ -129,6 +129,5 @@ def test_a_reference_runs_unchanged_in_a_fresh_interpreter_per_family(tmp_path: 
             assert out == chosen[family].answer + "\n"
 
 
-@pytest.mark.slow
 def test_build_splits_check_finds_the_bundle_current() -> None:
     assert check_bundled(build_data_analysis_files(), BUNDLE) == []

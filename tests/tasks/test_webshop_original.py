@@ -387,7 +387,6 @@ def test_the_streamed_conversion_is_what_the_whole_file_loaders_make(
     assert read_tasks(tmp_path / "tasks.jsonl") == tasks
 
 
-@pytest.mark.slow
 def test_the_conversion_memory_grows_far_slower_than_the_file(tmp_path: Path) -> None:
     # the whole-file loader held the parsed file and every product (139 MB peak for 5,000 products); streamed,
     # only each asin's id and attributes remain: about 230 bytes an item (an item of the file is about 1,100)

@@ -354,7 +354,6 @@ def test_several_processes_need_whole_groups_on_each(tmp_path):
     assert rollouts.rng is not None
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_env_workers_ray_builds_remote_envs_on_a_local_cluster(tmp_path):
     ray = pytest.importorskip("ray")

@@ -54,7 +54,6 @@ def launch_two_processes(output_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(LAUNCH_TIMEOUT_S + 60)
 def test_two_processes_play_different_tasks_and_end_with_the_same_synchronised_parameters(tmp_path):
     from trainers.tiny_model import load_or_build_tiny_model

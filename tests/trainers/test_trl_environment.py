@@ -140,7 +140,6 @@ def train_two_steps(model, tokenizer, factory, dataset, output_dir, extra_reward
     return logged
 
 
-@pytest.mark.slow
 def test_grpo_trainer_trains_two_steps_on_search_through_the_factory(tmp_path, monkeypatch):
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     from benchmarks.rollout_throughput import Settings, load_warm_model
@@ -154,7 +153,6 @@ def test_grpo_trainer_trains_two_steps_on_search_through_the_factory(tmp_path, m
     assert sum(entry["rewards/tool_calls/mean"] for entry in logged) > 0  # TRL ran tool calls through the methods
 
 
-@pytest.mark.slow
 @pytest.mark.bwrap
 def test_grpo_trainer_trains_two_steps_on_a_sandboxed_env_through_the_factory(tmp_path, monkeypatch,
                                                                                backend_problems):

@@ -104,7 +104,6 @@ def test_the_python_tool_reads_csv_parquet_and_sqlite(env, tasks):
     assert info["ok"] and "25.75 ['Paris', 'Paris', 'Rome'] 12.0" in observation
 
 
-@pytest.mark.slow
 def test_scipy_sklearn_statsmodels_matplotlib_and_openpyxl_run_in_the_sandbox(da_backend, tasks):
     # their first import takes 3-7 s each on a busy machine: more than LIMITS' 5 s (the env's default is 30 s)
     env = DataAnalysisEnv(tasks=tasks, sandbox=da_backend, sandbox_limits=dataclasses.replace(LIMITS, timeout_s=60))

@@ -185,7 +185,6 @@ def _oracle_episode(env: PythonSandboxEnv, task: Task) -> tuple[float, bool]:
     return reward, infra or info["infra_error"]
 
 
-@pytest.mark.slow
 @pytest.mark.docker
 def test_64_concurrent_episodes_without_infra_errors_or_leftovers(backend_problems):
     if backend_problems["docker"]:

@@ -8,14 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from agentgym_envs.search.speed import ROWS, Report, add_speedups, make_corpus, make_queries, summarize
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.slow
 def test_benchmark_reports_every_row(tmp_path: Path):
     out = tmp_path / "retrieval.json"
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))

@@ -22,7 +22,6 @@ from benchmarks import evaluate
 from tasks import InfrastructureError, load_split
 from tests.agentgym_envs.serve.served import Served, free_port
 
-pytestmark = pytest.mark.slow  # a server process (imports openenv-core and openreward)
 SEARCH = "agentrl/Search-v0"
 TASKS = load_split("Search", "test")[:2]
 

@@ -25,8 +25,6 @@ from agentgym_envs.serve.__main__ import main as serve_main
 from tasks import load_split
 from tests.agentgym_envs.serve.served import Served
 
-pytestmark = pytest.mark.slow  # each server start imports openenv-core and openreward (~10 s each here)
-
 SEARCH = "agentrl/Search-v0"
 TASKS = load_split("Search", "test")[:3]
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")  # the SDK's client would ask PyPI for its version

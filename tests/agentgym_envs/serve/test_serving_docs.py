@@ -22,7 +22,6 @@ import pytest
 pytest.importorskip("openenv")
 pytest.importorskip("openreward")
 
-pytestmark = pytest.mark.slow  # a server, evaluations and a GRPO step in processes of their own
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "serving.md"
 BLOCK = re.compile(r"```(python|bash)\n(.*?)```", re.DOTALL)
 PAGE_URL = re.compile(r"http://127\.0\.0\.1:800\d")

@@ -26,7 +26,6 @@ from agentgym_envs.remote.env import served_description
 from tests.agentgym_envs.serve.served import Served
 from tests.test_third_party_env import REPO, installed  # noqa: F401  (the fixture: the package in a folder)
 
-pytestmark = pytest.mark.slow  # a server process, and two evaluations in processes of their own
 CALCULATOR = "calculator/Calculator-v0"
 QUESTION = re.compile(r"What is (?P<expression>[-+*/%() \d]+)\?")
 

@@ -25,8 +25,6 @@ from tasks.swe.instances import load_swebench
 from tests.agentgym_envs.swe.sdists import DJANGO, unpacked_sdist
 from tests.conftest import require_backend
 
-pytestmark = pytest.mark.slow
-
 GOOD = '_(", ").join(str(i) for i in list_[:-1]),'
 BAD = '_(", ").join(str(i) for i in list_[:-2]),'
 CASE = "utils_tests.test_text.TestUtilsText"

@@ -30,7 +30,6 @@ def test_a_tree_without_requirements_is_the_editable_install_alone(cache):
     assert environment_tree(environment) == tree  # cached: built once per key
 
 
-@pytest.mark.slow
 def test_requirements_are_installed_and_locked_with_their_hashes(cache):
     tree = environment_tree(RepoEnvironment("me/lib", requirements=("six==1.17.0",), package_roots=(".",)))
     assert (tree / "six.py").is_file() and (tree / PTH_FILE).read_text() == "/work/testbed\n"
@@ -38,7 +37,6 @@ def test_requirements_are_installed_and_locked_with_their_hashes(cache):
     assert (locked["name"], locked["version"], len(locked["sha256"])) == ("six", "1.17.0", 64)
 
 
-@pytest.mark.slow
 def test_a_failed_build_names_the_package_and_why(cache):
     environment = RepoEnvironment("me/lib", "1.0", requirements=("six==1.17.0", "agentrl-no-such-package==1.0"))
     with pytest.raises(ImageBuildError, match=r"the environment of me/lib 1.0 could not be built: "

@@ -235,7 +235,6 @@ def test_a_swe_smith_instance_plants_its_bug_and_the_fix_resolves(backend, tmp_p
         made.close()
 
 
-@pytest.mark.slow
 @pytest.mark.bwrap
 def test_an_environment_that_does_not_build_is_reported_as_install_failed(tmp_path, backend_problems):
     require_backend("bwrap", backend_problems)

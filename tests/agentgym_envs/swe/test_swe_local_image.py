@@ -131,7 +131,6 @@ def _episode(env: SWEEnv, commands: list[str]) -> tuple[float, dict, list[str]]:
     return reward, info, outputs
 
 
-@pytest.mark.slow
 @pytest.mark.docker
 def test_an_instance_in_a_loaded_image_runs_with_its_interpreter_and_grades(loaded_image, instance_file,
                                                                              overrides):
@@ -177,7 +176,6 @@ def test_an_instance_with_neither_repository_nor_image_is_refused_at_load(instan
         load_swebench(instance_file)
 
 
-@pytest.mark.slow
 @pytest.mark.docker
 def test_a_reset_kills_what_the_agent_left_in_an_image_without_procps(loaded_image):
     from agentgym_envs.sandbox.docker import KILL_SCRIPT, DockerSandbox

@@ -26,8 +26,6 @@ from tasks.swe.repos import folder_files
 from tests.agentgym_envs.swe.sdists import HUMANIZE, unpacked_sdist
 from tests.conftest import require_backend
 
-pytestmark = pytest.mark.slow
-
 DATA = Path(__file__).parent / "data" / "humanize.jsonl"
 FIX = "sed -i 's/% (precision - (exponent % 3) - 1)/% max(0, precision - (exponent % 3) - 1)/' src/humanize/number.py"
 WRONG = "sed -i 's/% (precision - (exponent % 3) - 1)/% abs(precision - (exponent % 3) - 1)/' src/humanize/number.py"

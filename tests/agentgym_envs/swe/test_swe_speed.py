@@ -40,7 +40,6 @@ def run_small(backend: str, out: Path) -> subprocess.CompletedProcess[str]:
         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.slow
 def test_benchmark_measures_every_row_of_a_backend(backend: str, tmp_path: Path):
     completed = run_small(backend, tmp_path / "speed.json")
     assert completed.returncode == 0, completed.stdout + completed.stderr

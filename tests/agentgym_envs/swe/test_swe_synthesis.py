@@ -203,7 +203,6 @@ def test_the_command_line_says_what_a_folder_lacks(tmp_path: Path, capsys: pytes
     assert code == 2 and "expected --source PKG and --tests PATH with --path" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker),
                                      pytest.param("bwrap", marks=pytest.mark.bwrap)])
 def test_a_pin_with_a_dependency_and_a_src_layout_is_synthesized_in_its_own_environment(

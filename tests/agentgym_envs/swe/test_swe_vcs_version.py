@@ -84,7 +84,6 @@ def env(folder: Path, tmp_path_factory: pytest.TempPathFactory,
     made.close()
 
 
-@pytest.mark.slow
 @pytest.mark.bwrap
 def test_the_folder_validates_and_its_fix_resolves(env):
     env.reset(seed=0)

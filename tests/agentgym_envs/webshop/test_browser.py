@@ -276,7 +276,6 @@ def drive_four(pool: BrowserPool, shop: Shop, worker: int, all_open: threading.B
             driver.close()
 
 
-@pytest.mark.slow
 def test_32_drivers_open_at_once_on_8_threads(pool: BrowserPool, shop: Shop) -> None:
     open_counts: list[int] = []
     all_open = threading.Barrier(8, action=lambda: open_counts.append(pool.open_contexts))

@@ -28,7 +28,7 @@ from agentgym_envs.webshop.errors import ShopUnavailableError
 from agentgym_envs.webshop.speed import chromium_processes
 from tasks import load_split
 
-pytestmark = [pytest.mark.docker, pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.browser]
 TASKS = load_split("WebShop", "test")[:6]
 OUR_CONTAINERS = {"label": [f"{SANDBOX_LABEL}={CONTAINER_LABEL_VALUE}", f"{OWNER_LABEL}={os.getpid()}"]}
 

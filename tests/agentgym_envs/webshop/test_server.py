@@ -608,7 +608,6 @@ def test_a_dead_url_is_an_infrastructure_error():
         ShopClient("127.0.0.1:8100")
 
 
-@pytest.mark.slow
 def test_the_server_exits_on_sigint_and_when_its_starter_dies(catalogue_file, index_dir):
     starter = subprocess.Popen(
         [sys.executable, "-c",

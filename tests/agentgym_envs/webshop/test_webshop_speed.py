@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from agentgym_envs.webshop import ShopServer
 from agentgym_envs.webshop.speed import render, render_scale, scale, step_latency, throughput
 from tasks import load_split
@@ -34,7 +32,6 @@ def server_sessions(server: ShopServer) -> int:
         return int(shop.health()["sessions"])
 
 
-@pytest.mark.slow
 def test_scale_converts_indexes_and_searches_a_catalogue_in_webshops_format(tmp_path):
     report = scale(300, searches=20, workdir=tmp_path)
     assert (report.products, report.tasks, report.searches) == (300, 3, 20)  # one item in 100 has an instruction
