@@ -283,7 +283,7 @@ def _version_file_text(path: str, template: str | None, version: str) -> str:
                     "__version_tuple__ = version_tuple = {version_tuple!r}\n")
     try:
         return template.format(version=version, version_tuple=version_tuple)
-    except (KeyError, IndexError, ValueError) as exc:
+    except (KeyError, IndexError, AttributeError, ValueError) as exc:
         raise TaskError(f"{path}: expected a version file template with the fields version and version_tuple, got "
                         f"{template!r} ({type(exc).__name__}: {exc}); write the file into the repository folder "
                         "yourself") from exc
