@@ -76,7 +76,8 @@ def longest_files_first(items: list[pytest.Item], durations: Mapping[str, float]
     that xdist's ``--dist loadfile`` hands out the longest files first and no long file is left for the end."""
     per_file: dict[str, float] = {}
     for nodeid, seconds in durations.items():
-        per_file[nodeid.split("::", 1)[0]] = per_file.get(nodeid.split("::", 1)[0], 0.0) + seconds
+        path = nodeid.split("::", 1)[0]
+        per_file[path] = per_file.get(path, 0.0) + seconds
     items.sort(key=lambda item: -per_file.get(item.nodeid.split("::", 1)[0], 0.0))
 
 
