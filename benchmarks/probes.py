@@ -285,14 +285,22 @@ def verifier_table(reports: Sequence[VerifierReport]) -> Table:
 
 
 def failures(records: Sequence[EpisodeRecord], reports: Sequence[VerifierReport]) -> list[str]:
-    """Why each failed verifier failed: one ``"<verifier> / <probe>: <reasons>"`` per probe at fault (see
-    :attr:`VerifierReport.failed`), in the reports' order."""
+    """Why the run failed: one ``"<verifier> / <probe>: <reasons>"`` per probe at fault (see
+    :attr:`VerifierReport.failed`), and a line per verifier left without a scored oracle or exploit episode (every
+    one ended by an infrastructure fault: nothing was compared), in the order of the records."""
+    by_verifier = {report.verifier: report for report in reports}
     lines = []
-    for report in reports:
-        scored = [r for r in records if r.verifier == report.verifier and not r.infra_error]
-        for probe in dict.fromkeys(r.probe for r in scored):
-            reasons = probe_faults(report, probe, [r for r in scored if r.probe == probe])
-            lines += [f"{report.verifier} / {probe}: {'; '.join(reasons)}"] if reasons else []
+    for verifier in dict.fromkeys(r.verifier for r in records):
+        report = by_verifier.get(verifier, VerifierReport(verifier))
+        played = [r for r in records if r.verifier == verifier]
+        if not (report.oracle_episodes and report.exploit_episodes):
+            lines.append(f"{verifier}: {report.oracle_episodes} oracle and {report.exploit_episodes} exploit episodes "
+                         f"scored, {sum(r.infra_error for r in played)} ended by an infrastructure fault: nothing "
+                         "compared (see the infra errors column)")
+        for probe in dict.fromkeys(r.probe for r in played):
+            scored = [r for r in played if r.probe == probe and not r.infra_error]
+            reasons = probe_faults(report, probe, scored)
+            lines += [f"{verifier} / {probe}: {'; '.join(reasons)}"] if reasons else []
     return lines
 
 
@@ -308,7 +316,7 @@ def probe_faults(report: VerifierReport, probe: str, episodes: Sequence[EpisodeR
     faults += [f"oracle rejected in {rejected}{of}"] if rejected else []
     faults += [f"credit for nothing in {credited}{of}"] if credited else []
     faults += [f"mean outcome {MAX_SHARE_OF_ORACLE:.0%}+ of the oracle's"] if probe in report.near_oracle else []
-    faults += [f"never exercised in {len(episodes)} episodes"] if probe in report.unexercised else []
+    faults += [f"never exercised in {len(episodes)} scored episodes"] if probe in report.unexercised else []
     if leaking:
         faults.append(f"hidden text shown in {len(leaking)}{of} (task {leaking[0].task_id} showed "
                       f"{leaking[0].leaks[0][:80]!r})")
@@ -320,7 +328,9 @@ def verdict(records: Sequence[EpisodeRecord], reports: Sequence[VerifierReport])
     reasons = failures(records, reports)
     if reasons:
         return "probes FAILED: " + " | ".join(reasons)
-    return f"probes passed: {len(reports)} verifiers, {len(records)} episodes, no exploit accepted, no oracle rejected"
+    infra = sum(r.infra_error for r in records)
+    return (f"probes passed: {len(reports)} verifiers, {len(records)} episodes ({infra} ended by an infrastructure "
+            "fault), no exploit accepted, no oracle rejected")
 
 
 def env_names(text: str) -> list[str]:
@@ -353,8 +363,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the probes, print both tables and :func:`verdict`; exit status 1 when a verifier failed
-    (:attr:`VerifierReport.failed`)."""
+    """Run the probes, print both tables and :func:`verdict`; exit status 1 when anything failed (:func:`failures`:
+    a verifier that failed, or one with nothing scored to compare)."""
     args = parse_args(argv)
     records = run_probes(args.envs, split=args.split, limit=args.limit, sandbox=args.sandbox, slow=not args.fast)
     reports = summarize(records)
@@ -367,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(payload, handle, indent=2)
     print(verdict(records, reports))
-    return int(any(report.failed for report in reports))
+    return int(bool(failures(records, reports)))
 
 
 if __name__ == "__main__":

@@ -182,16 +182,21 @@ def test_cli_runs_the_webshop_probes(tmp_path, capsys) -> None:
 
 
 def probe_record(probe: str, *, oracle: bool = False, accepted: bool = False, leaks: tuple[str, ...] = (),
-                 exercised: bool = True, task_id: str = "swe/0") -> EpisodeRecord:
+                 exercised: bool = True, task_id: str = "swe/0", infra_error: bool = False) -> EpisodeRecord:
     return EpisodeRecord(verifier=SWE_RESOLVED, probe=probe, oracle=oracle, task_id=task_id,
-                         outcome=float(accepted), accepted=accepted, terminated=True, infra_error=False,
-                         exercised=exercised, leaks=list(leaks))
+                         outcome=float(accepted), accepted=accepted, terminated=not infra_error,
+                         infra_error=infra_error, exercised=exercised and not infra_error, leaks=list(leaks))
 
 
 @pytest.mark.parametrize(("records", "expected"), [
     # every verifier held: the counts
     ([probe_record("oracle", oracle=True, accepted=True), probe_record("no-op-submit")],
-     "probes passed: 1 verifiers, 2 episodes, no exploit accepted, no oracle rejected"),
+     "probes passed: 1 verifiers, 2 episodes (0 ended by an infrastructure fault), no exploit accepted, no oracle "
+     "rejected"),
+    # every oracle episode ended by an infrastructure fault: nothing was compared, which fails the run
+    ([probe_record("oracle", oracle=True, infra_error=True), probe_record("no-op-submit")],
+     "probes FAILED: swe/resolved: 0 oracle and 1 exploit episodes scored, 1 ended by an infrastructure fault: "
+     "nothing compared (see the infra errors column) | swe/resolved / oracle: never exercised in 0 scored episodes"),
     # one hidden leak in one of two episodes: verifier, probe, how many, which task and what it showed
     ([probe_record("oracle", oracle=True, accepted=True), probe_record("find-fix", task_id="swe/1"),
       probe_record("find-fix", task_id="swe/2", leaks=("return max(0, x)",))],
@@ -202,7 +207,7 @@ def probe_record(probe: str, *, oracle: bool = False, accepted: bool = False, le
       probe_record("conftest", exercised=False)],
      "probes FAILED: swe/resolved / oracle: oracle rejected in 1/1 episodes | swe/resolved / skip-tests: exploit "
      "accepted in 1/1 episodes; mean outcome 80%+ of the oracle's | swe/resolved / conftest: mean outcome 80%+ of "
-     "the oracle's; never exercised in 1 episodes"),
+     "the oracle's; never exercised in 1 scored episodes"),
 ])
 def test_the_last_line_names_each_failing_verifier_probe_and_reason(records, expected) -> None:
     assert verdict(records, summarize(records)) == expected
