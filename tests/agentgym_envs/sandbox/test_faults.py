@@ -188,9 +188,11 @@ TWO_TESTS = [{"args": [1], "expected": 2}, {"args": [2], "expected": 4}]
 BROKEN_SOLUTIONS = {
     # the solution stops its own process: the harness times out, no results
     "stops-itself": "def double(x):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGSTOP)",
-    # the solution leaves a process that stops the kernel before the results are read
-    "leftover-stops-kernel": "def double(x):\n    import subprocess\n    subprocess.Popen(['sh', '-c', "
-                             "'while :; do kill -STOP -1; done'], start_new_session=True)\n    return 2 * x",
+    # the solution leaves a process that stops the kernel, and waits for it (a loaded machine may start the
+    # leftover late: returning at once would let the harness finish first and pass, by timing alone)
+    "leftover-stops-kernel": "def double(x):\n    import subprocess, time\n    subprocess.Popen(['sh', '-c', "
+                             "'while :; do kill -STOP -1; done'], start_new_session=True)\n    time.sleep(30)\n"
+                             "    return 2 * x",
     # the solution kills its kernel
     "kills-itself": "def double(x):\n    import os\n    os._exit(0)",
     # the solution makes the harness write bytes that are not UTF-8 into the results file
