@@ -41,7 +41,11 @@ from tasks import InfrastructureError, Task, Trajectory
 
 SUCCESS_COMPONENT = "outcome"
 """The reward component that says whether a task was solved (1.0 = solved); the reward itself when absent."""
-STOP_REASONS = ("answered", "turn_limit", "max_turns", "context", "infra_error")
+STOP_REASONS = ("answered", "turn_limit", "max_turns", "context", "infra_error", "agent_ended", "agent_error",
+                "agent_timeout")
+AGENT_STOPS = ("context", "agent_ended", "agent_error", "agent_timeout")
+"""The stop reasons an agent may give (:class:`AgentStop`); the last two leave the episode unscored."""
+UNSCORED_AGENT_STOPS = frozenset({"agent_error", "agent_timeout"})
 SCHEDULES = ("async", "rounds")
 """How :class:`EpisodeRunner` interleaves turns: episodes advance independently, or in lockstep rounds."""
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
@@ -105,7 +109,9 @@ class Episode:
         infra_error: An infrastructure fault ended the episode (it is left out of the loss and of every rate).
         stop_reason: One of :data:`STOP_REASONS`: ``"answered"``; ``"turn_limit"`` (the env's); ``"max_turns"``
             (the runner's, after an observation no turn answered); ``"context"`` (the agent's context budget);
-            ``"infra_error"``.
+            ``"infra_error"``; or one an agent gave (:class:`AgentStop`): ``"agent_ended"`` (an agent program returned
+            without answering; scored as unanswered), ``"agent_error"`` (it crashed) or ``"agent_timeout"`` (it
+            did not finish in time), the last two unscored like an infrastructure fault.
         tool_calls: Per tool call, in order: name, ok, infra_error, latency_s.
         trajectory: The env's own record of the episode (None when the reset failed, or the env could not be
             reached any more).
@@ -194,6 +200,25 @@ class AgentTurn:
     length: int = 0
 
 
+@dataclass(frozen=True)
+class AgentStop:
+    """An agent ends an episode without a turn.
+
+    Attributes:
+        reason: One of :data:`AGENT_STOPS`: ``"context"`` (its context budget is spent), ``"agent_ended"`` (an agent
+            program returned without answering), ``"agent_error"`` (it crashed) or ``"agent_timeout"`` (it did not
+            finish in time); the last two leave the episode unscored (``infra_error``), with ``error`` recorded.
+        error: What went wrong, for :attr:`Episode.error`.
+    """
+
+    reason: str
+    error: str = ""
+
+    def __post_init__(self) -> None:
+        if self.reason not in AGENT_STOPS:
+            raise ValueError(f"AgentStop.reason: expected one of {AGENT_STOPS}, got {self.reason!r}")
+
+
 class Agent(Protocol):
     """Acts for a batch of running episodes at once (a model, or scripted policies)."""
 
@@ -205,10 +230,11 @@ class Agent(Protocol):
         """
 
     def act(self, episodes: Sequence[Episode], observations: Sequence[str],
-            infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | None]:
+            infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | AgentStop | None]:
         """The next turn of each episode, given its latest observation (the prompt on the first turn).
 
-        None for an episode the agent cannot continue (its context budget is spent).
+        An :class:`AgentStop` for an episode the agent ends; None is ``AgentStop("context")`` (its context budget is
+        spent).
         """
 
     def finish(self, episode: Episode) -> None:
@@ -361,8 +387,8 @@ class _Batch:
         turns = self.agent.act(episodes, [self.observations[i] for i in acting], [self.infos[i] for i in acting])
         actions = []
         for index, episode, turn in zip(acting, episodes, turns, strict=True):
-            if turn is None:
-                episode.stop_reason = "context"
+            if turn is None or isinstance(turn, AgentStop):
+                _stop(episode, turn or AgentStop("context"))
                 self._finish(index)
                 continue
             episode.turns.append(TurnRecord(action=turn.action, start=turn.start, length=turn.length,
@@ -385,6 +411,13 @@ class _Batch:
             except InfrastructureError:  # a remote env whose worker died: its record is lost with it
                 episode.trajectory = None
         self.agent.finish(episode)
+
+
+def _stop(episode: Episode, stop: AgentStop) -> None:
+    """End ``episode`` as the agent said; a crashed or timed-out agent leaves it unscored."""
+    episode.stop_reason = stop.reason
+    if stop.reason in UNSCORED_AGENT_STOPS:
+        episode.infra_error, episode.error = True, stop.error or stop.reason
 
 
 def _reset(env: gym.Env, episode: Episode, request: EpisodeRequest) -> tuple[str, dict[str, Any]]:

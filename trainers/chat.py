@@ -9,9 +9,14 @@ ChatML-like template (the tiny model's, Qwen's) gives the same pieces it would r
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 PROMPT_MARK, ACTION_MARK, OBSERVATION_MARK = "\x00PROMPT\x00", "\x00ACTION\x00", "\x00OBSERVATION\x00"
+CONTENT_MARK = re.compile("\x00CONTENT(\\d+)\x00")
+"""Marks message ``i``'s content in a rendering (:meth:`ChatTokens.messages_ids`): cut out, encoded as content."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,73 @@ class ChatTokens:
         assistant header."""
         return self.between_turns_ids + self.tool_prefix_ids + self._encode_content(observation) + self.tool_suffix_ids
 
+    def messages_ids(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] | None = None,
+                     add_generation_prompt: bool = True) -> list[int]:
+        """The ids of a whole conversation (OpenAI-style messages with string contents) as the template renders it,
+        through the next assistant header; each content is encoded as :meth:`prompt_ids` encodes the prompt (a
+        single user message gives exactly its ids).
+
+        Raises:
+            ValueError: A content holds the marker text this uses (a NUL byte followed by ``CONTENT``).
+        """
+        marked, contents = _marked(messages)
+        text = self.tokenizer.apply_chat_template(marked, tools=list(tools) if tools else None, tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt)
+        return self._encode_marked(text, contents)
+
+    def continuation_ids(self, history: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], *,
+                         tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+        """From after the end-of-turn token of the assistant turn that ends ``history``: the ``new`` messages (tool
+        results, user turns) through the next assistant header, as the template renders them after ``history``.
+
+        With one tool message this is :meth:`observation_ids` of its content. Only the new messages are encoded:
+        the turns of ``history`` keep the ids they were given.
+
+        Raises:
+            ValueError: The template renders ``history`` differently once ``new`` follows it (it rewrites earlier
+                turns), or a content holds the marker text.
+        """
+        tools = list(tools) if tools else None
+        history = [_renderable(message) for message in history]
+        marked, contents = _marked(new)
+        before = self.tokenizer.apply_chat_template(history, tools=tools, tokenize=False)
+        after = self.tokenizer.apply_chat_template([*history, *marked], tools=tools, tokenize=False,
+                                                   add_generation_prompt=True)
+        if not after.startswith(before):
+            raise ValueError("chat template: expected the rendering of a conversation to extend the rendering of its "
+                             "earlier turns (ChatML-like); this template rewrites earlier turns")
+        return self.between_turns_ids + self._encode_marked(after[len(before):], contents)
+
+    def _encode_marked(self, text: str, contents: Sequence[str]) -> list[int]:
+        """Template text encoded as such, marked contents encoded as content."""
+        ids: list[int] = []
+        pieces = CONTENT_MARK.split(text)
+        for position, piece in enumerate(pieces):
+            ids += self._encode_content(contents[int(piece)]) if position % 2 else self._encode(piece)
+        return ids
+
     def action_ids(self, action: str) -> list[int]:
         """How a demonstration's action text is tokenized for supervised learning."""
         return self._encode(action)
+
+
+def _marked(messages: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The messages with each string content replaced by its marker, and the contents in marker order."""
+    marked, contents = [], []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            if "\x00CONTENT" in content:
+                raise ValueError("a message content holds the text NUL + 'CONTENT', which rendering reserves")
+            message = {**message, "content": f"\x00CONTENT{len(contents)}\x00"}
+            contents.append(content)
+        marked.append(dict(message))
+    return marked, contents
+
+
+def _renderable(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A history message as any template renders it: an assistant turn as its text content only (its tool calls
+    and ids were recorded as generated, so how a template would render them does not matter here)."""
+    if message.get("role") == "assistant":
+        return {"role": "assistant", "content": message.get("content") or ""}
+    return dict(message)

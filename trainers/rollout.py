@@ -49,7 +49,7 @@ from trainers.generation import Generator
 
 __all__ = ["ENV_WORKERS", "ChatRecorder", "EnvPool", "Episode", "EpisodeRequest", "ModelAgent", "RolloutConfig",
            "RolloutEngine", "TurnRecord", "check_env_workers", "episode_summary", "group_requests", "make_env_factory",
-           "stop_token_ids"]
+           "stop_token_ids", "strip_turn_end", "turn_seed"]
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class ModelAgent(ChatRecorder):
                                             temperature=self.config.temperature, top_p=self.config.top_p,
                                             keys=keys, seeds=seeds)
         for i, turn in zip(playing, generated, strict=True):
-            action = _strip_turn_end(self.tokenizer.decode(turn.ids, skip_special_tokens=False), self.tokenizer)
+            action = strip_turn_end(self.tokenizer.decode(turn.ids, skip_special_tokens=False), self.tokenizer)
             turns[i] = self.record(episodes[i], action, turn.ids, turn.logprobs)
         return turns
 
@@ -179,9 +179,15 @@ class ModelAgent(ChatRecorder):
             self.generator.release([id(episode)])
 
     def turn_seed(self, episode: Episode) -> int:
-        """The sampling seed of the episode's next turn: from the run's seed, its position and the turn number."""
-        state = np.random.SeedSequence([self.run_seed, episode.index, len(episode.turns)]).generate_state(2)
-        return int(state[0]) << 31 | int(state[1]) >> 1
+        """The sampling seed of the episode's next turn (:func:`turn_seed`)."""
+        return turn_seed(self.run_seed, episode.index, len(episode.turns))
+
+
+def turn_seed(run_seed: int, index: int, turn: int) -> int:
+    """The sampling seed of turn ``turn`` of the episode at position ``index`` of a batch whose seed is
+    ``run_seed`` (the in-process rollout and the policy endpoint seed their turns alike)."""
+    state = np.random.SeedSequence([run_seed, index, turn]).generate_state(2)
+    return int(state[0]) << 31 | int(state[1]) >> 1
 
 
 class RolloutEngine:
@@ -212,7 +218,7 @@ class RolloutEngine:
         return self.runner.run(self.agent, requests, max_turns=max_turns)
 
 
-def _strip_turn_end(action: str, tokenizer) -> str:
+def strip_turn_end(action: str, tokenizer) -> str:
     """The action text without the end-of-turn token the model may have emitted."""
     eos = tokenizer.eos_token or ""
     return action[: -len(eos)] if eos and action.endswith(eos) else action

@@ -1,0 +1,313 @@
+"""Train an agent program you already have: it talks to the policy endpoint, agentrl plays and scores the env.
+
+An agent program is any function of an :class:`AgentSession`: it sends chat completions to
+``session.base_url`` with the ``openai`` SDK (or any framework that speaks OpenAI's API) and calls the env's
+tools with :meth:`AgentSession.call` (the final answer is the ``answer`` tool, as over the tool protocols).
+It needs no agentrl types beyond the session::
+
+    def agent(session):
+        client = openai.OpenAI(base_url=session.base_url, api_key=session.api_key)
+        messages = [{"role": "user", "content": session.prompt}]
+        while not session.done:
+            message = client.chat.completions.create(model=session.model, messages=messages,
+                                                     tools=session.tools).choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls or []:
+                result = session.call(call.function.name, call.function.arguments)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            if not message.tool_calls:
+                session.answer(message.content or "")
+
+:class:`ProgramAgent` is an :class:`~agentgym_envs.runner.Agent` of the one episode runner: each env call the
+program makes is the runner's next turn, so resets, concurrent steps, stop reasons, infrastructure faults and the
+reward are exactly those of the in-process rollout. The episode's token record is the endpoint's
+(:mod:`trainers.endpoint.episodes`): the ids the model generated, masked 1, everything else 0. A program that
+returns without answering ends its episode unanswered (``"agent_ended"``, scored); one that raises, or does not
+make its next env call within ``timeout_s``, ends it unscored (``"agent_error"``, ``"agent_timeout"``), with what
+it raised in :attr:`~agentgym_envs.runner.Episode.error`. :class:`AgentProgramRollout` puts the endpoint, the agent
+and the runner together, with the interface of :class:`~trainers.rollout.RolloutEngine`.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from agentgym_envs.actions import ANSWER_TOOL, ANSWER_TOOL_SCHEMA, answer_action, tool_call_action
+from agentgym_envs.runner import AGENT_STOPS, AgentStop, AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
+from tasks import Task
+from trainers.endpoint.episodes import EndpointEpisode
+from trainers.endpoint.server import PolicyEndpoint
+from trainers.generation import Generator
+from trainers.rollout import RolloutConfig, turn_seed
+
+ERROR_CHARS = 2000
+"""Most characters of a crashed program's traceback kept in :attr:`Episode.error`."""
+
+
+class EpisodeEnded(RuntimeError):
+    """The episode is over (answered, at its turn limit, or abandoned): the env takes no more calls."""
+
+
+_END = object()
+
+
+class AgentSession:
+    """What an agent program gets for one episode: the policy's address, the task, and the env's tools.
+
+    Attributes:
+        base_url: The episode's OpenAI ``base_url`` on the policy endpoint.
+        api_key: Any key works (the route names the episode); also the episode id, for clients that need ``/v1``.
+        model: The model name to request.
+        prompt: The env's first observation (the task, with its tools listed).
+        tools: The env's tools and the ``answer`` tool, as OpenAI function schemas.
+        task: The task (for a program that wants its id or family).
+    """
+
+    def __init__(self, base_url: str, api_key: str, model: str, prompt: str, tools: Sequence[Mapping[str, Any]],
+                 task: Task) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+        self.model = model
+        self.prompt = prompt
+        self.tools = [dict(tool) for tool in tools]
+        self.task = task
+        self.thinking = True
+        self._done = False
+        self._events: queue.Queue = queue.Queue()
+        self._observations: queue.Queue = queue.Queue()
+
+    @property
+    def done(self) -> bool:
+        """The episode has ended: further calls raise :class:`EpisodeEnded`."""
+        return self._done
+
+    def call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
+        """Call one of the env's tools (``arguments`` as a mapping or OpenAI's JSON string); returns what the env
+        answered, its complaint about the call included. Calling ``answer`` ends the episode.
+
+        Raises:
+            EpisodeEnded: The episode is over.
+        """
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                return self.step(f"<tool_call>{{\"name\": {json.dumps(name)}, \"arguments\": {arguments}}}</tool_call>")
+        if not isinstance(arguments, Mapping):
+            return self.step(f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>")
+        if name == ANSWER_TOOL and set(arguments) == {"answer"} and isinstance(arguments["answer"], str):
+            return self.step(answer_action(arguments["answer"]))
+        return self.step(tool_call_action(name, **arguments))
+
+    def answer(self, text: str) -> str:
+        """Give the final answer (ends the episode); returns the env's last observation."""
+        return self.step(answer_action(text))
+
+    def step(self, action: str) -> str:
+        """Hand the env an action in its own text format (``<tool_call>`` blocks or an ``<answer>``); returns the
+        observation.
+
+        Raises:
+            EpisodeEnded: The episode is over.
+        """
+        if self._done:
+            raise EpisodeEnded("the episode is over; the env takes no more calls")
+        self.thinking = False
+        self._events.put(("action", action))
+        observation = self._observations.get()
+        self.thinking = not self._done
+        if observation is _END:
+            raise EpisodeEnded("the episode was ended by the runner (timeout or shutdown)")
+        return observation
+
+    # the runner's side
+
+    def _deliver(self, observation: str) -> None:
+        self.thinking = True
+        self._observations.put(observation)
+
+    def _end(self, observation: str | None) -> None:
+        self._done = True
+        self.thinking = False
+        self._observations.put(_END if observation is None else observation)
+
+
+AgentProgramFn = Callable[[AgentSession], None]
+"""An agent program: plays one episode through its session; what it returns is ignored."""
+
+
+@dataclass
+class _Playing:
+    """One running episode's program: its session, its endpoint route, and where its turns were generated."""
+
+    session: AgentSession
+    route: EndpointEpisode
+    generations_seen: int = 0
+    turn_segments: list[int] = field(default_factory=list)
+
+
+class ProgramAgent:
+    """Agent programs as an :class:`~agentgym_envs.runner.Agent`: one program thread per episode.
+
+    Args:
+        endpoint: The policy endpoint the programs talk to.
+        program: The agent program.
+        timeout_s: Most seconds a program may take between two env calls (and from its start to its first).
+    """
+
+    def __init__(self, endpoint: PolicyEndpoint, program: AgentProgramFn, *, timeout_s: float = 300.0) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"ProgramAgent.timeout_s: expected > 0, got {timeout_s}")
+        self.endpoint = endpoint
+        self.program = program
+        self.timeout_s = timeout_s
+        self.run_seed = 0
+        self.stats: Counter[str] = Counter()
+        self._run = ""
+        self._playing: dict[int, _Playing] = {}
+
+    def begin_run(self) -> None:
+        """Draw the batch's sampling seed from torch's global RNG, as :class:`~trainers.rollout.ModelAgent` does."""
+        self.run_seed = int(torch.randint(0, 2**62, ()).item())
+        self._run = uuid.uuid4().hex[:8]
+
+    def thinking(self) -> int:
+        """How many programs are running between env calls (each may be about to request a turn)."""
+        return sum(playing.session.thinking for playing in list(self._playing.values()))
+
+    def start(self, episode: Episode, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
+        """Open the episode's route and session (its program starts on its first turn)."""
+        route = self.endpoint.open_episode(lambda n, index=episode.index: turn_seed(self.run_seed, index, n),
+                                           episode_id=f"{self._run}-{episode.index}")
+        tools = [*info.get("tools", []), ANSWER_TOOL_SCHEMA]
+        session = AgentSession(self.endpoint.base_url(route.id), route.id, self.endpoint.model_name, prompt, tools,
+                               task)
+        self._playing[episode.index] = _Playing(session, route)
+
+    def act(self, episodes: Sequence[Episode], observations: Sequence[str],
+            infos: Sequence[Mapping[str, Any]]) -> list[AgentTurn | AgentStop]:
+        """Hand each program its last env call's observation (start it, on the first turn), then wait for its next
+        env call, its return, its crash or its timeout."""
+        for episode, observation in zip(episodes, observations, strict=True):
+            session = self._playing[episode.index].session
+            if episode.turns:
+                session._deliver(observation)
+            else:
+                threading.Thread(target=self._play, args=(session,), name=f"agent-program-{episode.index}",
+                                 daemon=True).start()
+        deadline = time.monotonic() + self.timeout_s
+        return [self._next(episode, deadline) for episode in episodes]
+
+    def _play(self, session: AgentSession) -> None:
+        try:
+            self.program(session)
+        except EpisodeEnded:
+            session._events.put(("ended", None))
+        except BaseException:  # the program's own fault, whatever it is: the episode ends unscored
+            session._events.put(("crashed", traceback.format_exc()[-ERROR_CHARS:]))
+        else:
+            session._events.put(("ended", None))
+        finally:
+            session.thinking = False
+
+    def _next(self, episode: Episode, deadline: float) -> AgentTurn | AgentStop:
+        playing = self._playing[episode.index]
+        try:
+            kind, value = playing.session._events.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            self.stats["agent_timeout"] += 1
+            return AgentStop("agent_timeout", f"the agent program made no env call and did not return within "
+                                              f"{self.timeout_s:g} s")
+        if kind == "action":
+            return self._turn(playing, value)
+        if playing.route.context_exhausted:  # it stopped because the endpoint refused a turn for the context budget
+            return AgentStop("context")
+        if kind == "crashed":
+            self.stats["agent_error"] += 1
+            return AgentStop("agent_error", f"the agent program raised:\n{value}")
+        return AgentStop("agent_ended")
+
+    @staticmethod
+    def _turn(playing: _Playing, action: str) -> AgentTurn:
+        """The runner's turn for an env call: the span of the last generated turn, if it is new since the previous
+        env call."""
+        route = playing.route
+        playing.turn_segments.append(len(route.segments))
+        seen, playing.generations_seen = playing.generations_seen, route.generations
+        if route.record is None or route.generations == seen:
+            return AgentTurn(action=action)
+        start, length = route.record.turns[-1]
+        return AgentTurn(action=action, start=start, length=length)
+
+    def finish(self, episode: Episode) -> None:
+        """End the program's episode (its pending env call returns the last observation, later ones raise), and
+        give the episode the endpoint's token record (its last segment)."""
+        playing = self._playing.pop(episode.index)
+        route = playing.route
+        stepped = episode.turns and episode.stop_reason not in AGENT_STOPS  # the program waits for this observation
+        playing.session._end(episode.turns[-1].observation if stepped else None)
+        self.endpoint.finish_episode(route.id)
+        self.endpoint.forget_episode(route.id)
+        self.stats["history_edits"] += route.history_edits
+        self.stats["segments_dropped"] += max(0, len(route.segments) - 1)
+        record = route.record
+        if record is None:
+            self.stats["no_generation"] += 1
+            return
+        episode.prompt_ids = list(record.prompt_ids)
+        episode.completion_ids = list(record.completion_ids)
+        episode.logprobs = list(record.logprobs)
+        episode.env_mask = list(record.env_mask)
+        for turn, segment in zip(episode.turns, playing.turn_segments, strict=False):
+            if segment != len(route.segments):  # generated in a segment that is not trained on
+                turn.start, turn.length = 0, 0
+
+
+class AgentProgramRollout:
+    """Rolls out batches of episodes of an agent program against the policy: the endpoint, :class:`ProgramAgent`
+    and the one episode runner, with :class:`~trainers.rollout.RolloutEngine`'s interface.
+
+    Args:
+        generator: Continues token contexts (transformers or vLLM).
+        tokenizer: The model's tokenizer.
+        envs: Where the episodes' environments come from.
+        program: The agent program.
+        config: Limits and sampling (the endpoint enforces the token limits; the runner the turn limit).
+        timeout_s: Most seconds a program may take between two env calls.
+    """
+
+    def __init__(self, generator: Generator, tokenizer, envs: EnvPool, program: AgentProgramFn,
+                 config: RolloutConfig | None = None, *, timeout_s: float = 300.0) -> None:
+        self.config = config or RolloutConfig()
+        self.envs = envs
+        self.endpoint = PolicyEndpoint(generator, tokenizer, self.config, batch_window_s=self.config.batch_window_s,
+                                       expected_requests=lambda: self.agent.thinking())
+        self.agent = ProgramAgent(self.endpoint, program, timeout_s=timeout_s)
+        self.runner = EpisodeRunner(envs, max_turns=self.config.max_turns, workers=self.config.tool_workers,
+                                    schedule=self.config.schedule, batch_window_s=self.config.batch_window_s)
+
+    def run(self, requests: Sequence[EpisodeRequest], *, max_turns: int | None = None) -> list[Episode]:
+        """Play one episode per request, all in flight together; returns them in request order."""
+        self.agent.begin_run()
+        return self.runner.run(self.agent, requests, max_turns=max_turns)
+
+    def close(self) -> None:
+        """Stop the endpoint (the envs are the caller's)."""
+        self.endpoint.close()
+
+    def __enter__(self) -> AgentProgramRollout:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
