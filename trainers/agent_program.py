@@ -189,7 +189,7 @@ class ProgramAgent:
     def start(self, episode: Episode, task: Task, prompt: str, info: Mapping[str, Any]) -> None:
         """Open the episode's route and session (its program starts on its first turn)."""
         route = self.endpoint.open_episode(lambda n, index=episode.index: turn_seed(self.run_seed, index, n),
-                                           episode_id=f"{self._run}-{episode.index}")
+                                           episode_id=f"{self._run}-{episode.index}", position=episode.index)
         tools = [*info.get("tools", []), ANSWER_TOOL_SCHEMA]
         session = AgentSession(self.endpoint.base_url(route.id), route.id, self.endpoint.model_name, prompt, tools,
                                task)

@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.chat import ChatTokens
-from trainers.endpoint.openai_format import ChatRequest, Reply, RequestError, same_history
+from trainers.endpoint.openai_format import (
+    ChatRequest,
+    Reply,
+    RequestError,
+    message_key,
+    same_history,
+    template_message,
+)
 
 
 @dataclass
@@ -86,18 +93,21 @@ class EndpointEpisode:
         episode_id: The route key (``/episodes/<episode_id>/v1``).
         chat: Token pieces of the model's chat template.
         seed_of: The sampling seed of the episode's turn ``n`` (counted over all its generations).
+        position: Where its rows go in a generated batch (the episode's place in its rollout batch).
     """
 
-    def __init__(self, episode_id: str, chat: ChatTokens, seed_of: Callable[[int], int]) -> None:
+    def __init__(self, episode_id: str, chat: ChatTokens, seed_of: Callable[[int], int], position: int = 0) -> None:
         self.id = episode_id
         self.chat = chat
         self.seed_of = seed_of
+        self.position = position
         self.segments: list[Segment] = []
         self.history_edits = 0
         self.generations = 0
         self.context_exhausted = False
         self.finished = False
         self.busy = threading.Lock()
+        self._texts: dict[tuple, str] = {}
 
     @property
     def record(self) -> Segment | None:
@@ -122,9 +132,16 @@ class EndpointEpisode:
             if not any(message["role"] == "assistant" for message in new):
                 return TurnContext(current, self._render(lambda: self.chat.continuation_ids(
                     current.messages, new, tools=request.tools)), False, new)
+        rendered = [self._as_generated(message) for message in messages]
         segment = Segment(messages=messages, tools=request.tools,
-                          prompt_ids=self._render(lambda: self.chat.messages_ids(messages, tools=request.tools)))
+                          prompt_ids=self._render(lambda: self.chat.messages_ids(rendered, tools=request.tools)))
         return TurnContext(segment, segment.prompt_ids, True, tuple(messages))
+
+    def _as_generated(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A message for a new segment's prompt: a reply this episode generated as the text the model generated
+        (its tool calls in the model's own format), any other message as the template renders it."""
+        text = self._texts.get(message_key(message)) if message["role"] == "assistant" else None
+        return {"role": "assistant", "content": text} if text is not None else template_message(message)
 
     @staticmethod
     def _render(render: Callable[[], list[int]]) -> list[int]:
@@ -135,8 +152,8 @@ class EndpointEpisode:
                                param="messages") from exc
 
     def commit_context(self, turn: TurnContext) -> None:
-        """Record the request's new messages (a turn refused for the context budget records them alone, as the
-        in-process rollout records the observation that filled the context)."""
+        """Record the request's new messages (a turn refused for the context budget records them alone when they
+        continue the record, as the in-process rollout records the observation that filled the context)."""
         if turn.new_segment:
             if self.segments:
                 self.history_edits += 1
@@ -153,6 +170,7 @@ class EndpointEpisode:
         segment.append(reply.token_ids, generated=True, logprobs=reply.logprobs)
         segment.append(self.chat.close_turn_ids(list(reply.token_ids)), generated=False)
         segment.messages.append(reply.message())
+        self._texts[message_key(reply.message())] = reply.text
         self.generations += 1
 
     def summary(self) -> Mapping[str, Any]:

@@ -218,6 +218,19 @@ def make_reply(text: str, *, tool_names: frozenset[str], call_id_prefix: str, hi
                  finish_reason=finish)
 
 
+def template_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A normalised message as chat templates take it: an assistant's tool calls in transformers' form (arguments
+    as an object), its content a string."""
+    if message["role"] != "assistant":
+        return {key: value for key, value in message.items() if value is not None}
+    rendered: dict[str, Any] = {"role": "assistant", "content": message["content"] or ""}
+    if message["tool_calls"]:
+        rendered["tool_calls"] = [{"id": call["id"], "type": "function",
+                                   "function": {"name": call["name"], "arguments": call["arguments"]}}
+                                  for call in message["tool_calls"]]
+    return rendered
+
+
 def _wire_calls(reply: Reply) -> list[dict[str, Any]]:
     return [{"id": call["id"], "type": "function",
              "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}
@@ -277,10 +290,11 @@ def same_history(sent: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str, 
     an assistant's content compares stripped and tool calls by name and arguments (ids are the client's to keep)."""
     if len(sent) < len(kept):
         return False
-    return all(_comparable(a) == _comparable(b) for a, b in zip(sent, kept, strict=False))
+    return all(message_key(a) == message_key(b) for a, b in zip(sent, kept, strict=False))
 
 
-def _comparable(message: Mapping[str, Any]) -> tuple:
+def message_key(message: Mapping[str, Any]) -> tuple:
+    """What identifies a normalised message when histories are compared (:func:`same_history`)."""
     if message["role"] == "assistant":
         return ("assistant", (message["content"] or "").strip(),
                 tuple((call["name"], json.dumps(call["arguments"], sort_keys=True)) for call in message["tool_calls"]))

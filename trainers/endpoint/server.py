@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
+import torch
 from aiohttp import web
 
 from agentgym_envs.search.server import is_loopback
@@ -52,6 +53,7 @@ DEFAULT_MODEL_NAME = "agentrl-policy"
 
 @dataclass
 class _Pending:
+    position: int
     context: list[int]
     limit: int
     key: tuple[str, int]
@@ -78,15 +80,18 @@ class _Batcher:
         self._released: list[tuple[str, int]] = []
         self._wake = threading.Condition()
         self._closed = False
+        self._threads = torch.get_num_threads()
         self._thread = threading.Thread(target=self._loop, name="policy-endpoint-generator", daemon=True)
         self._thread.start()
 
-    def submit(self, context: list[int], limit: int, key: tuple[str, int], seed: int) -> Future:
+    def submit(self, position: int, context: list[int], limit: int, key: tuple[str, int], seed: int) -> Future:
+        """Queue a turn; a batch's rows are ordered by ``position`` (the episodes' places in their batch), so the
+        same requests make the same batch however they arrived."""
         future: Future = Future()
         with self._wake:
             if self._closed:
                 raise RequestError(503, "the policy endpoint is shutting down", code="server_closed")
-            self._pending.append(_Pending(context, limit, key, seed, future))
+            self._pending.append(_Pending(position, context, limit, key, seed, future))
             self._wake.notify()
         return future
 
@@ -102,6 +107,7 @@ class _Batcher:
         self._thread.join(timeout=30)
 
     def _loop(self) -> None:
+        torch.set_num_threads(self._threads)  # OpenMP's setting is per thread: generate as the creating thread would
         while True:
             batch, released = self._next_batch()
             if batch is None:
@@ -125,7 +131,7 @@ class _Batcher:
                 self._wake.wait(self.window_s)
                 if len(self._pending) == seen:
                     break
-            batch, self._pending = self._pending, []
+            batch, self._pending = sorted(self._pending, key=lambda pending: pending.position), []
             released, self._released = self._released, []
             return batch, released
 
@@ -203,6 +209,7 @@ class PolicyEndpoint:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
+        self._loop.close()
 
     def __enter__(self) -> PolicyEndpoint:
         return self
@@ -217,12 +224,14 @@ class PolicyEndpoint:
 
     # ---------------------------------------------------------------- episodes
 
-    def open_episode(self, seed_of: Callable[[int], int], episode_id: str | None = None) -> EndpointEpisode:
-        """A new episode route; ``seed_of(n)`` seeds its ``n``-th generation."""
+    def open_episode(self, seed_of: Callable[[int], int], episode_id: str | None = None,
+                     position: int = 0) -> EndpointEpisode:
+        """A new episode route; ``seed_of(n)`` seeds its ``n``-th generation; ``position`` orders its rows in a
+        batch (the episode's place in its rollout batch)."""
         episode_id = episode_id or uuid.uuid4().hex[:16]
         if episode_id in self.episodes:
             raise ValueError(f"open_episode: episode {episode_id!r} is already open")
-        episode = EndpointEpisode(episode_id, self.chat, seed_of)
+        episode = EndpointEpisode(episode_id, self.chat, seed_of, position)
         self.episodes[episode_id] = episode
         return episode
 
@@ -310,14 +319,15 @@ class PolicyEndpoint:
         budget = self.config.max_context_tokens - len(context)
         if budget < self.config.min_turn_tokens:
             episode.context_exhausted = True
-            episode.commit_context(turn)
+            if not turn.new_segment:  # the messages that filled the context stay on the record
+                episode.commit_context(turn)
             raise RequestError(400, f"the conversation is {len(context)} tokens; with at least "
                                f"{self.config.min_turn_tokens} to generate it does not fit the context budget of "
                                f"{self.config.max_context_tokens} tokens", param="messages",
                                code="context_length_exceeded")
         limit = min(self.config.max_tokens_per_turn, budget, request.max_tokens or budget)
         key = episode.cache_key if not turn.new_segment else (episode.id, len(episode.segments) + 1)
-        future = self._batcher.submit(context, limit, key, episode.seed_of(episode.generations))
+        future = self._batcher.submit(episode.position, context, limit, key, episode.seed_of(episode.generations))
         generated: GeneratedTurn = await asyncio.wrap_future(future)
         reply = self._reply(generated, request, call_id_prefix=f"call_{episode.id}_{episode.generations}",
                             prompt_tokens=len(context), limit=limit)
