@@ -39,6 +39,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint
 from typing import Any
 
 import torch
@@ -51,6 +52,8 @@ from trainers.endpoint.server import PolicyEndpoint
 from trainers.generation import Generator
 from trainers.rollout import RolloutConfig, turn_seed
 
+AGENT_EVENTS = ("history_edits", "segments_dropped", "no_generation", "agent_error", "agent_timeout")
+"""What :attr:`ProgramAgent.stats` counts per batch."""
 ERROR_CHARS = 2000
 """Most characters of a crashed program's traceback kept in :attr:`Episode.error`."""
 
@@ -157,6 +160,25 @@ class _Playing:
     turn_segments: list[int] = field(default_factory=list)
 
 
+def load_agent_program(reference: str) -> AgentProgramFn:
+    """The agent program ``reference`` names, as ``"package.module:function"``.
+
+    Raises:
+        ValueError: The reference is not of that form, or does not name a callable that can be imported.
+    """
+    module, _, attribute = reference.partition(":")
+    if not module or not attribute:
+        raise ValueError(f"agent_program: expected 'package.module:function', got {reference!r}")
+    try:
+        program = EntryPoint(name="agent_program", value=reference, group="agentrl.agent_programs").load()
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"agent_program {reference!r}: cannot import it ({type(exc).__name__}: {exc})") from exc
+    if not callable(program):
+        raise ValueError(f"agent_program {reference!r}: expected a function of an AgentSession, got "
+                         f"{type(program).__name__}")
+    return program
+
+
 class ProgramAgent:
     """Agent programs as an :class:`~agentgym_envs.runner.Agent`: one program thread per episode.
 
@@ -173,14 +195,18 @@ class ProgramAgent:
         self.program = program
         self.timeout_s = timeout_s
         self.run_seed = 0
-        self.stats: Counter[str] = Counter()
+        self.stats: Counter[str] = Counter(dict.fromkeys(AGENT_EVENTS, 0))
+        """The last batch's events: ``history_edits``, ``segments_dropped``, ``no_generation``, ``agent_error``,
+        ``agent_timeout``."""
         self._run = ""
         self._playing: dict[int, _Playing] = {}
 
     def begin_run(self) -> None:
-        """Draw the batch's sampling seed from torch's global RNG, as :class:`~trainers.rollout.ModelAgent` does."""
+        """Draw the batch's sampling seed from torch's global RNG, as :class:`~trainers.rollout.ModelAgent` does;
+        the batch's :attr:`stats` start from zero."""
         self.run_seed = int(torch.randint(0, 2**62, ()).item())
         self._run = uuid.uuid4().hex[:8]
+        self.stats = Counter(dict.fromkeys(AGENT_EVENTS, 0))
 
     def thinking(self) -> int:
         """How many programs are running between env calls (each may be about to request a turn)."""

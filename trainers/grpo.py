@@ -40,6 +40,7 @@ from agentgym_envs import EnvCard, describe  # importing the package registers t
 from agentgym_envs.registration import canonical_env_id, registered_ids
 from tasks import Task, make_sampler
 from tasks.curriculum import TaskSampler
+from trainers.agent_program import AgentProgramRollout, load_agent_program
 from trainers.cli_help import FULL_HELP_FLAG, own_fields, short_help
 from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
 from trainers.horizon import HorizonSchedule
@@ -116,6 +117,13 @@ class AgentGRPOConfig(GRPOConfig):
                 "loopback-only one (agentgym_envs.ray_workers.connect_ray)."})
     infra_error_stop_share: float = field(default=0.5, metadata={"help": INFRA_ERROR_STOP_SHARE_HELP})
     infra_error_window: int = field(default=3, metadata={"help": INFRA_ERROR_WINDOW_HELP})
+    agent_program: str | None = field(default=None, metadata={
+        "help": "Train an agent program of your own instead of agentrl's rollout loop: 'module:function', a function "
+                "of a trainers.agent_program.AgentSession that talks to the policy over OpenAI's API at "
+                "session.base_url and calls the env's tools with session.call (docs/agent-programs.md)."})
+    agent_timeout_s: float = field(default=300.0, metadata={
+        "help": "With agent_program: most seconds a program may take between two env calls; slower ones end their "
+                "episode unscored (agent_timeout)."})
     zero_variance_warn_steps: int = field(default=3, metadata={
         "help": "Warn (a zero_variance_streak alert: the log and the episode log) when every group of this many "
                 "steps in a row had equal rewards, i.e. GRPO's gradient was 0 (typically a model never "
@@ -142,6 +150,10 @@ class AgentGRPOConfig(GRPOConfig):
         check_env_workers(self.env_workers)
         if self.overlap_rollouts:
             self._check_overlap()
+        if self.agent_program is not None:
+            load_agent_program(self.agent_program)  # fail at start, not at the first rollout
+            if self.agent_timeout_s <= 0:
+                raise ValueError(f"agent_timeout_s: expected > 0, got {self.agent_timeout_s}")
 
     def _check_overlap(self) -> None:
         if self.max_staleness < 1:
@@ -204,7 +216,7 @@ class EnvironmentRollouts:
         self.monitor = monitor or RolloutMonitor()
         self.infra_guard = InfraErrorGuard(config.infra_error_stop_share, config.infra_error_window)
         self.generator: Generator | None = None
-        self.engine: RolloutEngine | None = None
+        self.engine: RolloutEngine | AgentProgramRollout | None = None
         self.snapshot: PolicySnapshot | None = None  # the generating copy of the policy, with overlap_rollouts
         self.prefetch = RolloutPrefetch() if config.overlap_rollouts else None
         self.generated_lengths: list[int] = []  # tokens the model generated in each episode of the last batch
@@ -241,8 +253,9 @@ class EnvironmentRollouts:
         if self.snapshot is not None:
             self.snapshot.refresh(trainer.model, step)
         max_turns = self.config.max_turns_at(step)
-        return RolloutBatch(engine.run(self._requests(prompts), max_turns=max_turns), version=step,
-                            max_turns=max_turns)
+        episodes = engine.run(self._requests(prompts), max_turns=max_turns)
+        counts = dict(engine.agent.stats) if isinstance(engine, AgentProgramRollout) else {}
+        return RolloutBatch(episodes, version=step, max_turns=max_turns, agent_counts=counts)
 
     def _play_overlapped(self, prompts: list[Any], trainer: GRPOTrainer) -> RolloutBatch:
         """The batch generated in the background during the last step, or, when there is none or it is more than
@@ -284,7 +297,7 @@ class EnvironmentRollouts:
                 "multiple of num_generations)")
         self.rng = np.random.default_rng([self.config.seed, process_index])
 
-    def _engine(self, trainer: GRPOTrainer) -> RolloutEngine:
+    def _engine(self, trainer: GRPOTrainer) -> RolloutEngine | AgentProgramRollout:
         if self.engine is None:
             if self.config.use_vllm:
                 self.generator = VLLMGenerator(trainer.vllm_generation)
@@ -293,8 +306,13 @@ class EnvironmentRollouts:
                 self.generator = TransformersGenerator(self.snapshot.model, trainer.processing_class.pad_token_id)
             else:
                 self.generator = TransformersGenerator(trainer.model, trainer.processing_class.pad_token_id)
-            self.engine = RolloutEngine(self.generator, trainer.processing_class, self.envs,
-                                        self.config.rollout_config())
+            if self.config.agent_program is not None:
+                self.engine = AgentProgramRollout(self.generator, trainer.processing_class, self.envs,
+                                                  load_agent_program(self.config.agent_program),
+                                                  self.config.rollout_config(), timeout_s=self.config.agent_timeout_s)
+            else:
+                self.engine = RolloutEngine(self.generator, trainer.processing_class, self.envs,
+                                            self.config.rollout_config())
         return self.engine
 
     def _requests(self, prompts: list[Any]) -> list[EpisodeRequest]:
@@ -372,6 +390,8 @@ class EnvironmentRollouts:
         try:
             if self.prefetch is not None:
                 self.prefetch.close()
+            if isinstance(self.engine, AgentProgramRollout):
+                self.engine.close()
         finally:
             self.envs.close()
 

@@ -10,10 +10,10 @@ correction is the trainer's (GRPO: TRL's own; PPO: the decoupled objective, :mod
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -30,17 +30,22 @@ class RolloutBatch:
         version: The optimizer step (``global_step``) of the policy weights that generated them.
         max_turns: Their turn limit.
         regenerated: Played again because the batch generated in the background was too stale.
+        agent_counts: Agent programs' events in the batch (:attr:`trainers.agent_program.ProgramAgent.stats`:
+            history edits, dropped segments, crashes, timeouts); empty for the in-process rollout.
     """
 
     episodes: list[Episode]
     version: int
     max_turns: int
     regenerated: bool = False
+    agent_counts: Mapping[str, int] = field(default_factory=dict)
 
     def metrics(self, step: int, *, overlapped: bool) -> dict[str, float]:
-        """``rollout/max_turns``; when overlapping, also ``rollout/staleness`` (optimizer steps between the
-        generating weights and those trained at ``step``) and ``rollout/regenerated``."""
+        """``rollout/max_turns``, ``agent/<event>`` per agent-program count; when overlapping, also
+        ``rollout/staleness`` (optimizer steps between the generating weights and those trained at ``step``) and
+        ``rollout/regenerated``."""
         metrics = {"rollout/max_turns": float(self.max_turns)}
+        metrics |= {f"agent/{name}": float(count) for name, count in self.agent_counts.items()}
         if overlapped:
             metrics |= {"rollout/staleness": float(step - self.version), "rollout/regenerated": float(self.regenerated)}
         return metrics

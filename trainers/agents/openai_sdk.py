@@ -1,0 +1,33 @@
+"""The plain ``openai``-SDK tool loop: ask the model, run the tools it calls, stop at its answer.
+
+This is the agent of docs/agent-programs.md, line for line; ``--agent_program trainers.agents.openai_sdk:tool_loop``
+trains it.
+"""
+
+from __future__ import annotations
+
+import openai
+
+from trainers.agent_program import AgentSession
+
+MAX_REQUESTS = 16
+"""Most chat completions per episode (the env's turn limit usually ends it first)."""
+
+
+def tool_loop(session: AgentSession) -> None:
+    """Play one episode: the env's tools are offered to the model, each call it makes is run and its result sent
+    back, and a reply without tool calls is taken as the final answer."""
+    with openai.OpenAI(base_url=session.base_url, api_key=session.api_key, max_retries=0) as client:
+        messages = [{"role": "user", "content": session.prompt}]
+        for _ in range(MAX_REQUESTS):
+            if session.done:
+                return
+            reply = client.chat.completions.create(model=session.model, messages=messages, tools=session.tools)
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                session.answer(message.content or "")
+                continue
+            for call in message.tool_calls:
+                result = session.call(call.function.name, call.function.arguments)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
