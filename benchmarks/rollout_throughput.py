@@ -490,7 +490,7 @@ def build_warm_model(settings: Settings, directory: Path) -> None:
     torch.manual_seed(settings.seed)
     model, tokenizer = load_or_build_tiny_model(TinyModelConfig(seed=settings.seed))
     with tempfile.TemporaryDirectory() as scratch:
-        warm_start(model, tokenizer, demonstrations(tokenizer, env_jobs(config)), config, settings.seed,
+        warm_start(model, tokenizer, demonstrations(tokenizer, env_jobs(config), config), config, settings.seed,
                    Path(scratch))
     save_model_folder(model, tokenizer, directory)
 

@@ -208,6 +208,10 @@ class ProgramAgent:
         self._run = uuid.uuid4().hex[:8]
         self.stats = Counter(dict.fromkeys(AGENT_EVENTS, 0))
 
+    def route(self, episode: Episode) -> EndpointEpisode:
+        """The endpoint route of a running episode."""
+        return self._playing[episode.index].route
+
     def thinking(self) -> int:
         """How many programs are running between env calls (each may be about to request a turn)."""
         return sum(playing.session.thinking for playing in list(self._playing.values()))

@@ -60,6 +60,7 @@ from tasks import Task
 if TYPE_CHECKING:
     from trainers.console import Report, SeedDisplay
     from trainers.pretrain import EchoPretraining
+    from trainers.rollout import RolloutConfig
 
 SEARCH_ENV = "agentrl/Search-v0"
 PYTHON_ENV = "agentrl/PythonSandbox-v0"
@@ -105,6 +106,11 @@ class PipelineConfig:
     pretrain_seed: int = field(default=0, metadata={
         "help": "Seed of the tiny model's echo pretraining draws (trainers.pretrain; each seed builds and caches "
                 "its own model; docs/pretraining.md shows which builds reach the pretraining's targets)."})
+    agent_program: str | None = field(default=None, metadata={
+        "help": "Train an agent program instead of agentrl's own rollout loop: 'module:function' of an "
+                "AgentSession (e.g. trainers.agents.openai_sdk:tool_loop, docs/agent-programs.md). Its "
+                "demonstrations are recorded through the policy endpoint with the demonstrator in the model's place, "
+                "and it is evaluated and trained through the endpoint."})
     seed_workers: int = field(default=0, metadata={
         "help": "Seeds run side by side, one worker process each (0: up to two per CPU core, at most one per "
                 "seed; 1: one after another in this process)."})
@@ -223,21 +229,39 @@ def _make(env_id: str, tasks: Sequence[Task], **kwargs: Any) -> gym.Env:
     return gym.make(env_id, tasks=list(tasks), prompt_style="task", **kwargs)
 
 
-def demonstrations(tokenizer, jobs: Mapping[str, EnvJob], *, progress: bool = True) -> list:
-    """The demonstrator episodes each job keeps (:attr:`EnvJob.keep`) on its training tasks."""
+def demonstrations(tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConfig, *, progress: bool = True) -> list:
+    """The demonstrator episodes each job keeps (:attr:`EnvJob.keep`) on its training tasks: in agentrl's own
+    turn format, or, with ``config.agent_program``, recorded through that program
+    (:mod:`trainers.agent_demonstrations`)."""
     from trainers.chat import ChatTokens
     from trainers.sft import collect_demonstrations
 
     episodes = []
     for job in jobs.values():
         policy, env = job.demonstrator(), job.make_env(job.train)
+        keep = lambda episode, policy=policy, job=job: job.keep(episode, policy)  # noqa: E731
         try:
-            episodes += collect_demonstrations(
-                env, job.env_id, policy, job.train, ChatTokens(tokenizer), progress=progress,
-                keep=lambda episode, policy=policy, job=job: job.keep(episode, policy))
+            if config.agent_program is None:
+                episodes += collect_demonstrations(env, job.env_id, policy, job.train, ChatTokens(tokenizer),
+                                                   progress=progress, keep=keep)
+            else:
+                from trainers.agent_demonstrations import collect_program_demonstrations
+                from trainers.agent_program import load_agent_program
+
+                episodes += collect_program_demonstrations(
+                    load_agent_program(config.agent_program), env, job.env_id, policy, job.train, tokenizer,
+                    rollout_config(config, temperature=0.0), keep=keep)
         finally:
             env.close()
     return episodes
+
+
+def rollout_config(config: PipelineConfig, *, temperature: float) -> RolloutConfig:
+    """The job's turn and token limits, sampling at ``temperature``."""
+    from trainers.rollout import RolloutConfig
+
+    return RolloutConfig(max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn,
+                         temperature=temperature)
 
 
 
@@ -264,8 +288,9 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
     """
     import torch
 
+    from trainers.agent_program import AgentProgramRollout, load_agent_program
     from trainers.generation import TransformersGenerator
-    from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
+    from trainers.rollout import EnvPool, RolloutEngine, group_requests
 
     generator = TransformersGenerator(model, tokenizer.pad_token_id)
     pool = EnvPool(lambda env_id: job.make_env(job.held_out))
@@ -273,9 +298,14 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
         results = {}
         for label, temperature, samples in (("greedy", 0.0, 1), ("sampled", 1.0, config.eval_samples)):
             torch.manual_seed(seed)
-            engine = RolloutEngine(generator, tokenizer, pool, RolloutConfig(
-                max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn, temperature=temperature))
-            results[label] = engine.run(group_requests([(job.env_id, task) for task in job.held_out], samples, seed))
+            settings = rollout_config(config, temperature=temperature)
+            requests = group_requests([(job.env_id, task) for task in job.held_out], samples, seed)
+            if config.agent_program is None:
+                results[label] = RolloutEngine(generator, tokenizer, pool, settings).run(requests)
+            else:
+                with AgentProgramRollout(generator, tokenizer, pool, load_agent_program(config.agent_program),
+                                         settings) as engine:
+                    results[label] = engine.run(requests)
     finally:
         pool.close()
     check_scored(job.env_id, [episode for episodes in results.values() for episode in episodes])
@@ -339,7 +369,8 @@ def reinforce(model, tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConf
         gradient_accumulation_steps=1, beta=0.0, loss_type="dapo", epsilon=0.2, epsilon_high=0.28,
         temperature=1.0, max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn,
         logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=seed, envs=list(jobs),
-        lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=report is not None)
+        lr_scheduler_type="constant", warmup_steps=0, disable_tqdm=report is not None,
+        agent_program=config.agent_program)
     trainer = build_trainer(args, model, tokenizer, tasks={env_id: job.train for env_id, job in jobs.items()},
                             env_factory=lambda env_id: jobs[env_id].make_env(jobs[env_id].train))
     for callback in _trainer_callbacks(report, "GRPO", Path(args.output_dir)):
@@ -681,7 +712,7 @@ def _demonstrations_in_worker(config: PipelineConfig) -> list:
     from trainers.tiny_model import load_or_build_tiny_model
 
     _, tokenizer = load_or_build_tiny_model()
-    return demonstrations(tokenizer, env_jobs(config), progress=False)
+    return demonstrations(tokenizer, env_jobs(config), config, progress=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

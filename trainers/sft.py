@@ -104,11 +104,13 @@ def collect_demonstrations(env: gym.Env, env_id: str, policy: Policy, tasks: Seq
             faulted.append(episode)
         elif keep(episode):
             demonstrations.append(episode)
-        _stop_if_mostly_infra(env_id, faulted, played, len(tasks))
+        stop_if_mostly_infra(env_id, faulted, played, len(tasks))
     return demonstrations
 
 
-def _stop_if_mostly_infra(env_id: str, faulted: Sequence[Episode], played: int, total: int) -> None:
+def stop_if_mostly_infra(env_id: str, faulted: Sequence[Episode], played: int, total: int) -> None:
+    """Raise TooManyInfraErrors when more than :data:`MAX_DEMONSTRATION_INFRA_SHARE` of the ``played`` episodes
+    (judged from the :data:`INFRA_JUDGED_AFTER`-th on) are the unscored ``faulted`` ones."""
     from trainers.infra_guard import INFRA_HINT, TooManyInfraErrors, first_infra_error
 
     if played >= min(INFRA_JUDGED_AFTER, total) and len(faulted) > MAX_DEMONSTRATION_INFRA_SHARE * played:

@@ -153,12 +153,12 @@ def test_demonstrations_with_the_docker_daemon_down_stop_within_the_first_episod
     (6, 10, 10, True),   # faults early, then episodes that played: still most of them
 ])
 def test_demonstrations_stop_once_most_episodes_so_far_were_infrastructure_faults(faults, played, total, stops):
-    from trainers.sft import _stop_if_mostly_infra
+    from trainers.sft import stop_if_mostly_infra
 
     faulted = [Episode(env_id=SANDBOXED_ENV, task_id=f"t{index}", group=0, infra_error=True,
                        error="reset failed: no Docker daemon answers") for index in range(faults)]
     if not stops:
-        _stop_if_mostly_infra(SANDBOXED_ENV, faulted, played, total)
+        stop_if_mostly_infra(SANDBOXED_ENV, faulted, played, total)
         return
     with pytest.raises(TooManyInfraErrors, match=f"{faults} of the first {played} episodes \\(of {total}\\)"):
-        _stop_if_mostly_infra(SANDBOXED_ENV, faulted, played, total)
+        stop_if_mostly_infra(SANDBOXED_ENV, faulted, played, total)
