@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tasks import Task, available_splits, load_split
+from tasks.locks import file_lock, lock_path
 from trainers.model_path import TINY_MODEL, check_model_path
 
 IM_START, IM_END, PAD, EOS = "<|im_start|>", "<|im_end|>", "<|pad|>", "<|endoftext|>"
@@ -183,7 +184,8 @@ def build_model(config: TinyModelConfig, tokenizer):
 
 
 def load_or_build_tiny_model(config: TinyModelConfig | None = None, directory: str | Path | None = None):
-    """Load the tiny model and tokenizer from ``directory``, building and saving them the first time.
+    """Load the tiny model and tokenizer from ``directory``, building and saving them the first time (one process
+    builds; another that needs it meanwhile waits for it).
 
     Args:
         config: Shape of the model (default :class:`TinyModelConfig`).
@@ -197,7 +199,10 @@ def load_or_build_tiny_model(config: TinyModelConfig | None = None, directory: s
     config = config or TinyModelConfig()
     directory = Path(directory) if directory is not None else default_model_dir(config)
     if not (directory / "config.json").exists():
-        save_tiny_model(config, directory)
+        with file_lock(lock_path(directory), waiting=f"waiting for another process to build the tiny model in "
+                                                     f"{directory}"):
+            if not (directory / "config.json").exists():  # not built while this one waited
+                save_tiny_model(config, directory)
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
 
 

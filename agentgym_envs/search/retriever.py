@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import math
@@ -27,8 +26,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -42,6 +40,7 @@ from rapidfuzz import process as fuzzy_process
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.search.errors import UnknownDocumentError
 from agentgym_envs.search.passages import SNIPPET_CHARS, best_passage
+from tasks.locks import file_lock, lock_path
 from tasks.progress import reported
 from tasks.records import Document
 
@@ -214,7 +213,7 @@ class BM25Retriever:
     # -- index on disk ------------------------------------------------------------------------
     def _load_or_build(self) -> bm25s.BM25:
         if not self._index_ready(locked=False):
-            with _file_lock(self.index_dir.with_name(self.index_dir.name + ".lock")):
+            with file_lock(lock_path(self.index_dir)):
                 if not self._index_ready(locked=True):
                     self._build()
         return bm25s.BM25.load(str(self.index_dir), mmap=True, show_progress=False)
@@ -357,18 +356,6 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
         matching = matching[scores[matching] >= threshold]  # keeps every tie at the boundary
     order = np.lexsort((matching, -scores[matching]))
     return matching[order[:k]]
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created if needed) for the duration of the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 __all__ = ["ENGLISH_STOPWORDS", "BM25Retriever", "Hit", "Retriever", "Tokenizer", "bm25_scores", "default_index_root",

@@ -64,6 +64,7 @@ from agentgym_envs.sandbox.data_image import PIP_TARGET_ARGS, _commit_with_tree,
 from agentgym_envs.sandbox.image import base_image_tag, build_base_image, image_exists
 from agentgym_envs.sandbox.kernel_client import KernelSandbox
 from agentgym_envs.swe.testing import CACHE_DIRS, ENV_SITE, PTH_FILE, TESTBED, prepare_tree, read_tree
+from tasks.locks import file_lock
 from tasks.swe.environments import RepoEnvironment
 
 if TYPE_CHECKING:
@@ -97,7 +98,8 @@ def environment_tree(environment: RepoEnvironment, *, python: tuple[int, int] = 
                      log: Callable[[str], object] = logger.info, backend: str = "docker") -> Path:
     """The installed tree of ``environment`` (see the module docstring) for CPython ``python``, built when not
     cached: natively for the host's version (sdists built where needed), wheels only for the image's; its
-    ``pre_install`` commands run in a sandbox of ``backend``.
+    ``pre_install`` commands run in a sandbox of ``backend``. One process or thread builds it (under the lock file
+    ``.<tree>.lock`` beside it); another that needs it meanwhile waits, then uses that one.
 
     Raises:
         ImageBuildError: pip failed; the message names the package and why (:func:`pip_failure`), or
@@ -106,7 +108,7 @@ def environment_tree(environment: RepoEnvironment, *, python: tuple[int, int] = 
     """
     key = f"{environment.build_key}-py{python[0]}{python[1]}"
     tree = wheel_cache_root() / f"swe-env-{key}"
-    with _lock(key):
+    with file_lock(tree.with_name(f".{tree.name}.lock"), waiting=f"waiting for another process to build {tree.name}"):
         if tree.is_dir():
             return tree
         tree.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -35,7 +34,6 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -46,6 +44,7 @@ import numpy as np
 
 from agentgym_envs.errors import EnvConfigError
 from agentgym_envs.search.retriever import Tokenizer, bm25_scores, default_index_root, top_k
+from tasks.locks import file_lock, lock_path
 from tasks.progress import reported
 from tasks.records import Document
 from tasks.webshop.records import Product
@@ -206,7 +205,8 @@ class ShopStore:
         key = store_key(source, tokenizer)
         folder = Path(index_dir) if index_dir is not None else default_index_root() / f"shop-{key}"
         if not _ready(folder, key):
-            with _build_lock(folder):
+            with file_lock(lock_path(folder), waiting=f"waiting for another process to build the shop's store in "
+                                                      f"{folder}", every_s=BUILD_PROGRESS_EVERY_S):
                 if not _ready(folder, key):
                     with reported(f"building the shop's product store and BM25 index in {folder} (once; later "
                                   "runs open it)", every_s=BUILD_PROGRESS_EVERY_S):
@@ -257,26 +257,6 @@ class ShopStore:
             if self._db is None:
                 raise EnvConfigError("this ShopStore is closed")
             return self._db.execute(sql, parameters).fetchall()
-
-
-@contextmanager
-def _build_lock(folder: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``<folder>.lock`` for the block. A process that finds it held reports that it
-    waits (a line every :data:`BUILD_PROGRESS_EVERY_S`), so that its server is not taken for a silent, hung one
-    while another builds the store."""
-    path = folder.with_name(folder.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            with reported(f"waiting for another process to build the shop's store in {folder}",
-                          every_s=BUILD_PROGRESS_EVERY_S):
-                fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _ready(folder: Path, key: str) -> bool:

@@ -128,12 +128,12 @@ def test_a_second_builder_waits_for_the_first_and_says_so(tmp_path, capsys):
     # servers started together: one builds, the others report that they wait (a silent one would look hung)
     import threading
 
-    from agentgym_envs.webshop.store import _build_lock
+    from tasks.locks import file_lock, lock_path
 
     holding, release = threading.Event(), threading.Event()
 
     def first() -> None:
-        with _build_lock(tmp_path / "shop"):
+        with file_lock(lock_path(tmp_path / "shop")):
             holding.set()
             release.wait(5)
 
