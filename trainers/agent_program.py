@@ -30,24 +30,29 @@ and the runner together, with the interface of :class:`~trainers.rollout.Rollout
 
 from __future__ import annotations
 
-import json
+import contextlib
+import os
 import queue
+import signal
+import subprocess
 import threading
 import time
 import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint
 from typing import Any
 
 import torch
 
-from agentgym_envs.actions import ANSWER_TOOL, ANSWER_TOOL_SCHEMA, answer_action, tool_call_action
+from agentgym_envs.actions import ANSWER_TOOL_SCHEMA, answer_action
 from agentgym_envs.runner import AGENT_STOPS, AgentStop, AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from tasks import Task
+from trainers.agent_client import SESSION_URL_ENV, EpisodeEnded
 from trainers.endpoint.episodes import EndpointEpisode
+from trainers.endpoint.openai_format import call_action
 from trainers.endpoint.server import PolicyEndpoint
 from trainers.generation import Generator
 from trainers.rollout import RolloutConfig, turn_seed
@@ -56,13 +61,6 @@ AGENT_EVENTS = ("history_edits", "segments_dropped", "no_generation", "agent_err
 """What :attr:`ProgramAgent.stats` counts per batch."""
 ERROR_CHARS = 2000
 """Most characters of a crashed program's traceback kept in :attr:`Episode.error`."""
-
-
-class EpisodeEnded(RuntimeError):
-    """The episode is over (answered, at its turn limit, or abandoned): the env takes no more calls."""
-
-
-_END = object()
 
 
 class AgentSession:
@@ -75,20 +73,23 @@ class AgentSession:
         prompt: The env's first observation (the task, with its tools listed).
         tools: The env's tools and the ``answer`` tool, as OpenAI function schemas.
         task: The task (for a program that wants its id or family).
+        session_url: Where a program in its own process reaches this session (:class:`RemoteSession`).
     """
 
     def __init__(self, base_url: str, api_key: str, model: str, prompt: str, tools: Sequence[Mapping[str, Any]],
-                 task: Task) -> None:
+                 task: Task, session_url: str = "") -> None:
         self.base_url = base_url
         self.api_key = api_key
         self.model = model
         self.prompt = prompt
         self.tools = [dict(tool) for tool in tools]
         self.task = task
+        self.session_url = session_url
         self.thinking = True
         self._done = False
         self._events: queue.Queue = queue.Queue()
-        self._observations: queue.Queue = queue.Queue()
+        self._pending: Future | None = None
+        self._on_end: list[Callable[[], None]] = []
 
     @property
     def done(self) -> bool:
@@ -102,16 +103,7 @@ class AgentSession:
         Raises:
             EpisodeEnded: The episode is over.
         """
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
-                return self.step(f"<tool_call>{{\"name\": {json.dumps(name)}, \"arguments\": {arguments}}}</tool_call>")
-        if not isinstance(arguments, Mapping):
-            return self.step(f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>")
-        if name == ANSWER_TOOL and set(arguments) == {"answer"} and isinstance(arguments["answer"], str):
-            return self.step(answer_action(arguments["answer"]))
-        return self.step(tool_call_action(name, **arguments))
+        return self.step(call_action(name, arguments))
 
     def answer(self, text: str) -> str:
         """Give the final answer (ends the episode); returns the env's last observation."""
@@ -119,35 +111,85 @@ class AgentSession:
 
     def step(self, action: str) -> str:
         """Hand the env an action in its own text format (``<tool_call>`` blocks or an ``<answer>``); returns the
-        observation.
+        observation once the env has stepped.
 
         Raises:
             EpisodeEnded: The episode is over.
         """
+        return self.submit(action).result()
+
+    def submit(self, action: str) -> Future:
+        """:meth:`step` without waiting: a future of the observation (of :class:`EpisodeEnded`, if the runner ends
+        the episode first)."""
         if self._done:
             raise EpisodeEnded("the episode is over; the env takes no more calls")
+        self._pending = Future()
         self.thinking = False
         self._events.put(("action", action))
-        observation = self._observations.get()
-        self.thinking = not self._done
-        if observation is _END:
-            raise EpisodeEnded("the episode was ended by the runner (timeout or shutdown)")
-        return observation
+        return self._pending
+
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the runner ends the episode (e.g. to stop the program's process)."""
+        self._on_end.append(callback)
 
     # the runner's side
 
     def _deliver(self, observation: str) -> None:
         self.thinking = True
-        self._observations.put(observation)
+        self._pending.set_result(observation)
 
     def _end(self, observation: str | None) -> None:
         self._done = True
         self.thinking = False
-        self._observations.put(_END if observation is None else observation)
+        if self._pending is not None and not self._pending.done():
+            if observation is None:
+                self._pending.set_exception(EpisodeEnded("the episode was ended by the runner (timeout)"))
+            else:
+                self._pending.set_result(observation)
+        for callback in self._on_end:
+            callback()
 
 
 AgentProgramFn = Callable[[AgentSession], None]
 """An agent program: plays one episode through its session; what it returns is ignored."""
+
+
+class CommandProgram:
+    """An agent program that is a command, run once per episode in its own process.
+
+    The process gets the episode's addresses in its environment (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
+    ``AGENTRL_SESSION_URL``: :mod:`trainers.agent_client`); it is killed (its whole process group) when the
+    runner ends the episode, and a process that exits with an error before the episode ended ends it unscored
+    (``agent_error``), with the end of its stderr.
+
+    Args:
+        argv: The command, e.g. ``["python", "-m", "trainers.agent_client", "trainers.agents.openai_sdk:tool_loop"]``.
+        env: More environment variables for it.
+        cwd: Its working folder (None: this process's).
+    """
+
+    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> None:
+        if not argv:
+            raise ValueError("CommandProgram: expected a command, got an empty one")
+        self.argv = list(argv)
+        self.env = dict(env or {})
+        self.cwd = cwd
+
+    def __call__(self, session: AgentSession) -> None:
+        environ = {**os.environ, **self.env, "OPENAI_BASE_URL": session.base_url, "OPENAI_API_KEY": session.api_key,
+                   SESSION_URL_ENV: session.session_url}
+        process = subprocess.Popen(self.argv, env=environ, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        session.on_end(lambda: _kill_group(process))
+        _, stderr = process.communicate()
+        if process.returncode and not session.done:
+            raise RuntimeError(f"{self.argv[0]} exited with status {process.returncode}; its stderr ended:\n"
+                               f"{stderr.decode(errors='replace')[-ERROR_CHARS:]}")
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 @dataclass
@@ -158,25 +200,6 @@ class _Playing:
     route: EndpointEpisode
     generations_seen: int = 0
     turn_segments: list[int] = field(default_factory=list)
-
-
-def load_agent_program(reference: str) -> AgentProgramFn:
-    """The agent program ``reference`` names, as ``"package.module:function"``.
-
-    Raises:
-        ValueError: The reference is not of that form, or does not name a callable that can be imported.
-    """
-    module, _, attribute = reference.partition(":")
-    if not module or not attribute:
-        raise ValueError(f"agent_program: expected 'package.module:function', got {reference!r}")
-    try:
-        program = EntryPoint(name="agent_program", value=reference, group="agentrl.agent_programs").load()
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"agent_program {reference!r}: cannot import it ({type(exc).__name__}: {exc})") from exc
-    if not callable(program):
-        raise ValueError(f"agent_program {reference!r}: expected a function of an AgentSession, got "
-                         f"{type(program).__name__}")
-    return program
 
 
 class ProgramAgent:
@@ -222,7 +245,8 @@ class ProgramAgent:
                                            episode_id=f"{self._run}-{episode.index}", position=episode.index)
         tools = [*info.get("tools", []), ANSWER_TOOL_SCHEMA]
         session = AgentSession(self.endpoint.base_url(route.id), route.id, self.endpoint.model_name, prompt, tools,
-                               task)
+                               task, self.endpoint.session_url(route.id))
+        self.endpoint.sessions[route.id] = session
         self._playing[episode.index] = _Playing(session, route)
 
     def act(self, episodes: Sequence[Episode], observations: Sequence[str],

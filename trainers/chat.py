@@ -69,6 +69,7 @@ class ChatTokens:
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
         self.format = ChatFormat.from_tokenizer(tokenizer)
+        self._template_ids: dict[str, tuple[int, ...]] = {}
         eos, turn_end = tokenizer.eos_token or "", self.format.turn_end
         closes_with_eos = bool(eos) and turn_end.startswith(eos)
         self.turn_close_ids = self._encode(eos if closes_with_eos else turn_end)
@@ -143,8 +144,14 @@ class ChatTokens:
         ids: list[int] = []
         pieces = CONTENT_MARK.split(text)
         for position, piece in enumerate(pieces):
-            ids += self._encode_content(contents[int(piece)]) if position % 2 else self._encode(piece)
+            ids += self._encode_content(contents[int(piece)]) if position % 2 else self._encode_template(piece)
         return ids
+
+    def _encode_template(self, piece: str) -> tuple[int, ...]:
+        """A piece of template text, encoded once (a conversation repeats the same few pieces every turn)."""
+        if piece not in self._template_ids:
+            self._template_ids[piece] = tuple(self._encode(piece))
+        return self._template_ids[piece]
 
     def action_ids(self, action: str) -> list[int]:
         """How a demonstration's action text is tokenized for supervised learning."""

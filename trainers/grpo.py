@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -40,7 +41,8 @@ from agentgym_envs import EnvCard, describe  # importing the package registers t
 from agentgym_envs.registration import canonical_env_id, registered_ids
 from tasks import Task, make_sampler
 from tasks.curriculum import TaskSampler
-from trainers.agent_program import AgentProgramRollout, load_agent_program
+from trainers.agent_client import load_agent_program
+from trainers.agent_program import AgentProgramFn, AgentProgramRollout, CommandProgram
 from trainers.cli_help import FULL_HELP_FLAG, own_fields, short_help
 from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
 from trainers.horizon import HorizonSchedule
@@ -121,6 +123,10 @@ class AgentGRPOConfig(GRPOConfig):
         "help": "Train an agent program of your own instead of agentrl's rollout loop: 'module:function', a function "
                 "of a trainers.agent_program.AgentSession that talks to the policy over OpenAI's API at "
                 "session.base_url and calls the env's tools with session.call (docs/agent-programs.md)."})
+    agent_command: str | None = field(default=None, metadata={
+        "help": "Train an agent program that is a command, run once per episode in its own process (split like a "
+                "shell line): it finds the policy in OPENAI_BASE_URL and the env in AGENTRL_SESSION_URL, e.g. "
+                "'python -m trainers.agent_client pkg.module:function' (docs/agent-programs.md)."})
     agent_timeout_s: float = field(default=300.0, metadata={
         "help": "With agent_program: most seconds a program may take between two env calls; slower ones end their "
                 "episode unscored (agent_timeout)."})
@@ -150,10 +156,14 @@ class AgentGRPOConfig(GRPOConfig):
         check_env_workers(self.env_workers)
         if self.overlap_rollouts:
             self._check_overlap()
+        if self.agent_program is not None and self.agent_command is not None:
+            raise ValueError("agent_program and agent_command: expected one of them, got both")
         if self.agent_program is not None:
             load_agent_program(self.agent_program)  # fail at start, not at the first rollout
-            if self.agent_timeout_s <= 0:
-                raise ValueError(f"agent_timeout_s: expected > 0, got {self.agent_timeout_s}")
+        if self.agent_command is not None and not shlex.split(self.agent_command):
+            raise ValueError("agent_command: expected a command, got an empty one")
+        if self.agent_timeout_s <= 0:
+            raise ValueError(f"agent_timeout_s: expected > 0, got {self.agent_timeout_s}")
 
     def _check_overlap(self) -> None:
         if self.max_staleness < 1:
@@ -180,6 +190,14 @@ class AgentGRPOConfig(GRPOConfig):
     def max_turns_at(self, step: int) -> int:
         """The turn limit of the rollouts trained on at ``step``: the horizon schedule's, else ``max_turns``."""
         return self._horizon.max_turns(step) if self._horizon is not None else self.max_turns
+
+    def agent_program_fn(self) -> AgentProgramFn | None:
+        """The agent program trained (``agent_program`` or ``agent_command``); None: agentrl's own rollout loop."""
+        if self.agent_program is not None:
+            return load_agent_program(self.agent_program)
+        if self.agent_command is not None:
+            return CommandProgram(shlex.split(self.agent_command))
+        return None
 
     def rollout_config(self) -> RolloutConfig:
         """The rollout engine's settings for training (TRL's temperature and top_p)."""
@@ -306,9 +324,9 @@ class EnvironmentRollouts:
                 self.generator = TransformersGenerator(self.snapshot.model, trainer.processing_class.pad_token_id)
             else:
                 self.generator = TransformersGenerator(trainer.model, trainer.processing_class.pad_token_id)
-            if self.config.agent_program is not None:
-                self.engine = AgentProgramRollout(self.generator, trainer.processing_class, self.envs,
-                                                  load_agent_program(self.config.agent_program),
+            program = self.config.agent_program_fn()
+            if program is not None:
+                self.engine = AgentProgramRollout(self.generator, trainer.processing_class, self.envs, program,
                                                   self.config.rollout_config(), timeout_s=self.config.agent_timeout_s)
             else:
                 self.engine = RolloutEngine(self.generator, trainer.processing_class, self.envs,

@@ -245,8 +245,8 @@ def demonstrations(tokenizer, jobs: Mapping[str, EnvJob], config: PipelineConfig
                 episodes += collect_demonstrations(env, job.env_id, policy, job.train, ChatTokens(tokenizer),
                                                    progress=progress, keep=keep)
             else:
+                from trainers.agent_client import load_agent_program
                 from trainers.agent_demonstrations import collect_program_demonstrations
-                from trainers.agent_program import load_agent_program
 
                 episodes += collect_program_demonstrations(
                     load_agent_program(config.agent_program), env, job.env_id, policy, job.train, tokenizer,
@@ -288,7 +288,8 @@ def evaluate(model, tokenizer, job: EnvJob, config: PipelineConfig, seed: int) -
     """
     import torch
 
-    from trainers.agent_program import AgentProgramRollout, load_agent_program
+    from trainers.agent_client import load_agent_program
+    from trainers.agent_program import AgentProgramRollout
     from trainers.generation import TransformersGenerator
     from trainers.rollout import EnvPool, RolloutEngine, group_requests
 

@@ -31,3 +31,18 @@ def tool_loop(session: AgentSession) -> None:
             for call in message.tool_calls:
                 result = session.call(call.function.name, call.function.arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def text_loop(session: AgentSession) -> None:
+    """Play one episode in agentrl's own protocol over OpenAI's API: no tools offered, the model's text handed to
+    the env as its action, each observation sent back as a tool message. Through the endpoint it plays exactly the
+    episodes of the in-process rollout engine (the same ids, masks and logprobs)."""
+    with openai.OpenAI(base_url=session.base_url, api_key=session.api_key, max_retries=0) as client:
+        messages = [{"role": "user", "content": session.prompt}]
+        for _ in range(MAX_REQUESTS):
+            text = client.chat.completions.create(model=session.model, messages=messages).choices[0].message.content
+            messages.append({"role": "assistant", "content": text})
+            observation = session.step(text)
+            if session.done:
+                return
+            messages.append({"role": "tool", "content": observation})

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_envs.actions import ANSWER_TOOL, parse_action
+from agentgym_envs.actions import ANSWER_TOOL, action_text, parse_action
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -278,6 +278,16 @@ def completion_chunks(reply: Reply, *, completion_id: str, model: str, logprobs:
     if include_usage:
         yield {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
                "choices": [], "usage": _usage(reply)}
+
+
+def call_action(name: str, arguments: Mapping[str, Any] | str) -> str:
+    """The env action of one tool call of an agent program (``arguments`` as a mapping or OpenAI's JSON string): a
+    ``<tool_call>`` block, or the ``<answer>`` of an ``answer`` call; a call that is not well formed goes to the env
+    as its JSON, for the env to say what is wrong with it."""
+    if isinstance(arguments, str) and not arguments.strip():
+        arguments = {}
+    call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    return action_text(call, parse_action(call))
 
 
 def models_body(model: str) -> dict[str, Any]:

@@ -8,6 +8,12 @@ episode id as the API key), so an agent program needs nothing but a ``base_url``
   (:mod:`~trainers.endpoint.episodes`).
 * ``GET .../models``: the one policy.
 
+An agent program that runs as its own process reaches the env's tools on the same server, at
+``/episodes/<id>/session`` (:class:`~trainers.agent_program.RemoteSession` is its client): ``GET`` gives the
+prompt, the tool schemas and the model name; ``POST .../session/call`` with ``{"name": ..., "arguments": ...}`` calls
+a tool (``POST .../session/step`` with ``{"action": ...}`` hands the env an action in its own text format), answered
+with ``{"observation": ..., "done": ...}`` once the env has stepped (409 when the episode is over).
+
 Requests of all episodes that arrive together are generated in one batch by the trainer's
 :class:`~trainers.generation.Generator` (transformers on CPU, vLLM on GPU), on one thread that owns it. Each turn
 is sampled with the seed its episode gives it, so an episode's tokens do not depend on what else shared its batch,
@@ -21,11 +27,13 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import torch
 from aiohttp import web
@@ -37,6 +45,7 @@ from trainers.endpoint.openai_format import (
     ChatRequest,
     Reply,
     RequestError,
+    call_action,
     completion_body,
     completion_chunks,
     make_reply,
@@ -49,6 +58,23 @@ from trainers.rollout import RolloutConfig, stop_token_ids, strip_turn_end
 MAX_BODY_BYTES = 32 << 20
 """Largest request body accepted (a long conversation is a few MB of JSON)."""
 DEFAULT_MODEL_NAME = "agentrl-policy"
+EXPECTED_WAIT_S = 0.25
+"""Longest a batch waits for requests an agent runner says are coming."""
+
+
+class EnvSession(Protocol):
+    """The env side of an episode, as the session routes serve it (:class:`~trainers.agent_program.AgentSession`)."""
+
+    prompt: str
+    tools: list[dict[str, Any]]
+    model: str
+
+    @property
+    def done(self) -> bool:
+        """The episode is over."""
+
+    def submit(self, action: str) -> Future:
+        """Hand the env an action; a future of its observation (of ``EpisodeEnded`` once the episode is over)."""
 
 
 @dataclass
@@ -65,7 +91,9 @@ class _Batcher:
     """Runs every generation on one thread, batching the requests that arrive together.
 
     A batch starts with the first waiting request and takes every request that arrives within ``window_s`` of the
-    one before, or fewer when ``expected()`` (how many requests are coming now) says no more will.
+    one before. When ``expected()`` (how many requests are coming now: an agent runner knows) says more are coming,
+    it waits for them however far apart they arrive, up to ``EXPECTED_WAIT_S`` (programs building their requests
+    side by side can take longer than a window between two), and is generated as soon as they are all there.
     """
 
     def __init__(self, generator: Generator, config: RolloutConfig, stop_ids: Sequence[int], window_s: float,
@@ -126,10 +154,11 @@ class _Batcher:
                     pending.future.set_exception(RequestError(503, "the policy endpoint is shutting down",
                                                               code="server_closed"))
                 return None, []
+            give_up = time.monotonic() + EXPECTED_WAIT_S
             while self.expected is None or len(self._pending) < self.expected():
                 seen = len(self._pending)
                 self._wake.wait(self.window_s)
-                if len(self._pending) == seen:
+                if len(self._pending) == seen and (self.expected is None or time.monotonic() >= give_up):
                     break
             batch, self._pending = sorted(self._pending, key=lambda pending: pending.position), []
             released, self._released = self._released, []
@@ -186,6 +215,7 @@ class PolicyEndpoint:
         self.host = host
         self.model_name = model_name
         self.episodes: dict[str, EndpointEpisode] = {}
+        self.sessions: dict[str, EnvSession] = {}
         self.errors: Counter[str] = Counter()
         self.requests = 0
         self._batcher = _Batcher(generator, config, stop_token_ids(tokenizer), batch_window_s, expected_requests)
@@ -243,8 +273,13 @@ class PolicyEndpoint:
         return episode
 
     def forget_episode(self, episode_id: str) -> None:
-        """Drop a finished episode's record (its route then answers 404)."""
+        """Drop a finished episode's record and session (its routes then answer 404)."""
         self.episodes.pop(episode_id, None)
+        self.sessions.pop(episode_id, None)
+
+    def session_url(self, episode_id: str) -> str:
+        """Where an agent program in its own process finds the episode's env (the session routes)."""
+        return f"http://{self.host}:{self.port}/episodes/{episode_id}/session"
 
     def base_url(self, episode_id: str) -> str:
         """The ``base_url`` an OpenAI client of this episode uses."""
@@ -262,7 +297,38 @@ class PolicyEndpoint:
         for prefix in ("/episodes/{episode}/v1", "/v1"):
             app.router.add_post(prefix + "/chat/completions", self._chat_completions)
             app.router.add_get(prefix + "/models", self._models)
+        app.router.add_get("/episodes/{episode}/session", self._session)
+        app.router.add_post("/episodes/{episode}/session/step", self._session_step)
+        app.router.add_post("/episodes/{episode}/session/call", self._session_step)
         return app
+
+    def _env_session(self, request: web.Request) -> EnvSession:
+        session = self.sessions.get(request.match_info["episode"])
+        if session is None:
+            raise RequestError(404, f"no env session for episode {request.match_info['episode']!r}",
+                               code="episode_not_found")
+        return session
+
+    async def _session(self, request: web.Request) -> web.Response:
+        try:
+            session = self._env_session(request)
+        except RequestError as exc:
+            return web.json_response(exc.body(), status=exc.status)
+        return web.json_response({"prompt": session.prompt, "tools": session.tools, "model": session.model,
+                                  "done": session.done})
+
+    async def _session_step(self, request: web.Request) -> web.Response:
+        try:
+            session = self._env_session(request)
+            action = _session_action(request.path.rsplit("/", 1)[1], await self._json(request))
+            if session.done:
+                raise RequestError(409, "the episode is over; the env takes no more actions", code="episode_finished")
+            observation = await asyncio.wrap_future(session.submit(action))
+        except RequestError as exc:
+            return web.json_response(exc.body(), status=exc.status)
+        except RuntimeError as exc:  # EpisodeEnded: the episode ended before or while the step waited
+            return web.json_response(RequestError(409, str(exc), code="episode_finished").body(), status=409)
+        return web.json_response({"observation": observation, "done": session.done})
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(models_body(self.model_name))
@@ -355,6 +421,19 @@ class PolicyEndpoint:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def _session_action(route: str, body: object) -> str:
+    """The env action of a session request: ``{"action": <text>}`` to ``step``, ``{"name", "arguments"}`` to
+    ``call``."""
+    if route == "step":
+        if not isinstance(body, dict) or not isinstance(body.get("action"), str):
+            raise RequestError(400, 'expected {"action": "<the action text>"}', param="action")
+        return body["action"]
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or \
+            not isinstance(body.get("arguments", {}), dict | str):
+        raise RequestError(400, 'expected {"name": "<tool>", "arguments": {...} or "<JSON>"}', param="name")
+    return call_action(body["name"], body.get("arguments", {}))
 
 
 def _bearer(request: web.Request) -> str:

@@ -20,6 +20,7 @@ from agentgym_envs.actions import answer_action, tool_call_action
 from agentgym_envs.runner import EpisodeRequest
 from tasks import load_split
 from trainers.agent_program import AgentProgramRollout, AgentSession
+from trainers.agents.openai_sdk import text_loop
 from trainers.endpoint import PolicyEndpoint
 from trainers.generation import GeneratedTurn, TransformersGenerator
 from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
@@ -86,19 +87,6 @@ def client_of(session: AgentSession) -> openai.OpenAI:
     return openai.OpenAI(base_url=session.base_url, api_key=session.api_key, max_retries=0)
 
 
-def text_program(session: AgentSession) -> None:
-    """Hands the env the model's text as it is, with no tools offered: the in-process rollout's protocol."""
-    client = client_of(session)
-    messages = [{"role": "user", "content": session.prompt}]
-    while True:
-        text = client.chat.completions.create(model=session.model, messages=messages).choices[0].message.content
-        messages.append({"role": "assistant", "content": text})
-        observation = session.step(text)
-        if session.done:
-            return
-        messages.append({"role": "tool", "tool_call_id": "-", "content": observation})
-
-
 def tool_program(*, stream: bool = False, keep_last: int | None = None) -> Callable[[AgentSession], None]:
     """The plain openai-SDK tool loop; ``keep_last`` keeps only the prompt and the last messages (a truncating
     program)."""
@@ -151,14 +139,14 @@ def generated_spans(episode) -> list[list[int]]:
     return spans + ([current] if current else [])
 
 
-def test_a_text_program_gives_the_in_process_rollouts_episodes_token_for_token(tiny, envs):
+def test_a_text_loop_gives_the_in_process_rollouts_episodes_token_for_token(tiny, envs):
     model, tokenizer = tiny
     requests = group_requests([(ENV_ID, task) for task in TASKS], 2, seed=0)
     torch.manual_seed(0)
     in_process = RolloutEngine(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, envs, ROUNDS
                                ).run(requests)
     recorder = RecordingGenerator(TransformersGenerator(model, tokenizer.pad_token_id))
-    with AgentProgramRollout(recorder, tokenizer, envs, text_program, ROUNDS) as rollout:
+    with AgentProgramRollout(recorder, tokenizer, envs, text_loop, ROUNDS) as rollout:
         torch.manual_seed(0)
         served = rollout.run(requests)
         assert max(rollout.endpoint.batch_sizes) == len(requests)  # the programs' turns were batched together
@@ -184,7 +172,7 @@ def test_a_context_budget_refusal_ends_the_episode_as_the_in_process_rollout_doe
     torch.manual_seed(1)
     in_process = RolloutEngine(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, envs, config
                                ).run(requests)
-    with AgentProgramRollout(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, envs, text_program,
+    with AgentProgramRollout(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, envs, text_loop,
                              config) as rollout:
         torch.manual_seed(1)
         served = rollout.run(requests)
@@ -317,7 +305,7 @@ def test_64_concurrent_programs_each_finish_with_their_own_record(tiny, envs):
     tasks = load_split("Search", "train")[:16]
     requests = group_requests([(ENV_ID, task) for task in tasks], 4, seed=0)
     config = RolloutConfig(max_turns=2, max_tokens_per_turn=8)
-    with AgentProgramRollout(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, envs, text_program,
+    with AgentProgramRollout(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, envs, text_loop,
                              config) as rollout:
         episodes = rollout.run(requests)
         assert rollout.endpoint.errors == {}

@@ -55,3 +55,7 @@ def test_an_agent_program_that_cannot_be_imported_is_refused_at_start(tmp_path):
         make_config(tmp_path, agent_program="tool_loop")
     with pytest.raises(ValueError, match="cannot import it"):
         make_config(tmp_path, agent_program="trainers.agents.openai_sdk:no_such_loop")
+    with pytest.raises(ValueError, match="expected one of them, got both"):
+        make_config(tmp_path, agent_command="python -m trainers.agent_client " + TOOL_LOOP)
+    command = make_config(tmp_path, agent_program=None, agent_command="python -m trainers.agent_client " + TOOL_LOOP)
+    assert command.agent_program_fn().argv == ["python", "-m", "trainers.agent_client", TOOL_LOOP]

@@ -1,0 +1,207 @@
+"""What the policy endpoint costs: per-turn overhead over in-process generation, and episodes/s of agent programs.
+
+Both rows use the same model (the tiny one by default) and the official ``openai`` client:
+
+- **Per-turn overhead** (0 ms tools): one conversation at a time, each turn a chat completion whose history grows
+  by the model's reply and a fixed tool result. The endpoint times each turn's generation (the generator's own
+  call, as the in-process rollout makes it); the overhead of a turn is the client's latency minus that time:
+  HTTP, JSON, history matching, rendering the new messages, parsing the reply. p50 and p90, plain and streamed;
+  the target is at most 2 ms p50.
+- **Throughput**: ``--programs`` agent programs at once on Search-v0 (:func:`trainers.agents.openai_sdk.text_loop`:
+  the model's text to the env as it is), against the in-process rollout engine on the same requests,
+  alternating, ``--repeats`` times; episodes/s of each (median) and their ratio (the target: at least 0.8), and
+  whether both played the same tokens.
+
+Example:
+    python -m benchmarks.policy_endpoint
+    python -m benchmarks.policy_endpoint --turns 100 --programs 16 --repeats 3 --json endpoint.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+OVERHEAD_TARGET_MS = 2.0
+THROUGHPUT_TARGET = 0.8
+ENV_ID = "agentrl/Search-v0"
+TOOL_RESULT = "1. doc-000017 Orlan Vesk: Orlan Vesk was born in 1931 in the river town of Maemton."
+"""The fixed tool result of the overhead row (a 0 ms tool)."""
+
+
+@dataclass
+class Report:
+    """The benchmark's figures (milliseconds and episodes per second)."""
+
+    overhead_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    generation_ms_p50: float = 0.0
+    in_process_eps: float = 0.0
+    endpoint_eps: float = 0.0
+    same_tokens: bool = False
+    programs: int = 0
+
+    @property
+    def ratio(self) -> float:
+        """Endpoint episodes/s over in-process episodes/s."""
+        return self.endpoint_eps / self.in_process_eps if self.in_process_eps else float("nan")
+
+    @property
+    def targets_met(self) -> bool:
+        """Overhead p50 within target on both rows, throughput ratio within target, same tokens."""
+        return (all(row["p50"] <= OVERHEAD_TARGET_MS for row in self.overhead_ms.values())
+                and self.ratio >= THROUGHPUT_TARGET and self.same_tokens)
+
+
+class TimedGenerator:
+    """Times each ``generate`` call of the generator it wraps (instrumentation, the model runs as always)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.seconds: list[float] = []
+
+    def generate(self, contexts, max_new_tokens, **kwargs):
+        started = time.perf_counter()
+        turns = self.inner.generate(contexts, max_new_tokens, **kwargs)
+        self.seconds.append(time.perf_counter() - started)
+        return turns
+
+    def release(self, keys) -> None:
+        self.inner.release(keys)
+
+
+def measure_overhead(model, tokenizer, turns: int, *, stream: bool) -> tuple[dict[str, float], list[float]]:
+    """p50 and p90 of (client latency - generation time) over ``turns`` sequential turns; and the generation
+    times."""
+    import openai
+
+    from trainers.endpoint import PolicyEndpoint
+    from trainers.generation import TransformersGenerator
+    from trainers.rollout import RolloutConfig
+
+    config = RolloutConfig(max_tokens_per_turn=16, max_context_tokens=2048)
+    generator = TimedGenerator(TransformersGenerator(model, tokenizer.pad_token_id))
+    overheads = []
+    with PolicyEndpoint(generator, tokenizer, config, batch_window_s=0.0) as endpoint:
+        episode, messages = None, []
+        for turn in range(turns + 1):  # the first turn warms the server and the client up
+            if episode is None or sum(len(s.completion_ids) for s in episode.segments) > 1500:
+                episode = endpoint.open_episode(seed_of=lambda n: n)
+                client = openai.OpenAI(base_url=endpoint.base_url(episode.id), api_key="-", max_retries=0)
+                messages = [{"role": "user", "content": "Who was born in Maemton? Use the search tool."}]
+            started = time.perf_counter()
+            text = _complete(client, messages, stream)
+            latency = time.perf_counter() - started
+            if turn:
+                overheads.append((latency - generator.seconds[-1]) * 1000)
+            messages += [{"role": "assistant", "content": text}, {"role": "tool", "content": TOOL_RESULT}]
+    return _percentiles(overheads), generator.seconds[1:]
+
+
+def _complete(client, messages: list, stream: bool) -> str:
+    if not stream:
+        return client.chat.completions.create(model="policy", messages=messages).choices[0].message.content
+    return "".join(chunk.choices[0].delta.content or "" for chunk in client.chat.completions.create(
+        model="policy", messages=messages, stream=True) if chunk.choices)
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"p50": statistics.median(ordered), "p90": ordered[int(0.9 * (len(ordered) - 1))]}
+
+
+def measure_throughput(model, tokenizer, programs: int, repeats: int) -> tuple[float, float, bool]:
+    """Median episodes/s of the in-process engine and of ``programs`` concurrent agent programs on the same
+    requests, alternating; whether every repeat played the same tokens both ways."""
+    import gymnasium as gym
+    import torch
+
+    import agentgym_envs  # noqa: F401
+    from tasks import load_split
+    from trainers.agent_program import AgentProgramRollout
+    from trainers.agents.openai_sdk import text_loop
+    from trainers.generation import TransformersGenerator
+    from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
+
+    tasks = load_split("Search", "train")[:max(1, programs // 4)]
+    requests = group_requests([(ENV_ID, task) for task in tasks], max(1, programs // len(tasks)), seed=0)
+    config = RolloutConfig(max_turns=3, max_tokens_per_turn=16)
+    pool = EnvPool(lambda env_id: gym.make(env_id, split="train"))
+    generator = TransformersGenerator(model, tokenizer.pad_token_id)
+    engine = RolloutEngine(generator, tokenizer, pool, config)
+    rates: dict[str, list[float]] = {"in_process": [], "endpoint": []}
+    same = True
+    try:
+        with AgentProgramRollout(generator, tokenizer, pool, text_loop, config) as served:
+            engine.run(requests), served.run(requests)  # warm-up: envs, caches, threads
+            for repeat in range(repeats):
+                played = {}
+                for name, rollout in (("in_process", engine), ("endpoint", served)):
+                    torch.manual_seed(repeat)
+                    started = time.perf_counter()
+                    played[name] = rollout.run(requests)
+                    rates[name].append(len(requests) / (time.perf_counter() - started))
+                same &= all(a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
+                            for a, b in zip(played["in_process"], played["endpoint"], strict=True))
+    finally:
+        pool.close()
+    return statistics.median(rates["in_process"]), statistics.median(rates["endpoint"]), same
+
+
+def run_benchmark(turns: int, programs: int, repeats: int) -> Report:
+    """Measure both rows on the tiny model (one torch thread: the agent programs' CPU work is the row's cost)."""
+    from trainers.pretrain import one_torch_thread
+    from trainers.tiny_model import load_or_build_tiny_model
+
+    model, tokenizer = load_or_build_tiny_model()
+    report = Report(programs=programs)
+    with one_torch_thread():
+        generation: list[float] = []
+        for label, stream in (("plain", False), ("streamed", True)):
+            report.overhead_ms[label], seconds = measure_overhead(model, tokenizer, turns, stream=stream)
+            generation += seconds
+        report.generation_ms_p50 = statistics.median(generation) * 1000
+        report.in_process_eps, report.endpoint_eps, report.same_tokens = measure_throughput(
+            model, tokenizer, programs, repeats)
+    return report
+
+
+def render(report: Report) -> None:
+    """Print the figures, each against its target."""
+    print(f"per-turn generation (in process), p50: {report.generation_ms_p50:.2f} ms")
+    for label, row in report.overhead_ms.items():
+        verdict = "ok" if row["p50"] <= OVERHEAD_TARGET_MS else "MISSED"
+        print(f"endpoint overhead per turn, {label:8s}: p50 {row['p50']:.2f} ms, p90 {row['p90']:.2f} ms "
+              f"(target p50 <= {OVERHEAD_TARGET_MS} ms: {verdict})")
+    verdict = "ok" if report.ratio >= THROUGHPUT_TARGET else "MISSED"
+    print(f"{report.programs} agent programs: {report.endpoint_eps:.2f} episodes/s; in-process engine "
+          f"{report.in_process_eps:.2f}; ratio {report.ratio:.2f} (target >= {THROUGHPUT_TARGET}: {verdict}); "
+          f"same tokens: {'yes' if report.same_tokens else 'NO'}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; status 1 when a target is missed."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.policy_endpoint", description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=100, help="timed turns per overhead row")
+    parser.add_argument("--programs", type=int, default=16, help="concurrent agent programs in the throughput row")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating repeats of the throughput row")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures to PATH")
+    args = parser.parse_args(argv)
+    if min(args.turns, args.programs, args.repeats) < 1:
+        raise SystemExit("--turns, --programs and --repeats: expected >= 1")
+    report = run_benchmark(args.turns, args.programs, args.repeats)
+    render(report)
+    if args.json is not None:
+        figures: dict[str, Any] = asdict(report) | {"ratio": report.ratio, "targets_met": report.targets_met}
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if report.targets_met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

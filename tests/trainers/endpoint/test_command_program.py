@@ -1,0 +1,86 @@
+"""Agent programs as commands: one process per episode, the env reached over the endpoint's session routes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import gymnasium as gym
+import pytest
+
+import agentgym_envs  # noqa: F401
+from agentgym_envs.actions import answer_action, tool_call_action
+from agentgym_envs.runner import EpisodeRequest
+from tasks import load_split
+from tests.trainers.endpoint.test_endpoint import ScriptedGenerator, generated_spans
+from trainers.agent_client import RemoteSession
+from trainers.agent_program import AgentProgramRollout, CommandProgram
+from trainers.rollout import EnvPool, RolloutConfig
+from trainers.tiny_model import load_or_build_tiny_model
+
+ENV_ID = "agentrl/Search-v0"
+TASKS = load_split("Search", "train")[:2]
+CONFIG = RolloutConfig(max_turns=3, max_tokens_per_turn=12)
+TOOL_LOOP = [sys.executable, "-m", "trainers.agent_client", "trainers.agents.openai_sdk:tool_loop"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_or_build_tiny_model()[1]
+
+
+@pytest.fixture(scope="module")
+def envs():
+    pool = EnvPool(lambda env_id: gym.make(env_id, split="train"))
+    yield pool
+    pool.close()
+
+
+def test_the_tool_loop_as_a_process_per_episode_is_played_and_scored(tokenizer, envs):
+    generator = ScriptedGenerator(tokenizer, [tool_call_action("search", query="birth year"), answer_action("1970")])
+    with AgentProgramRollout(generator, tokenizer, envs, CommandProgram(TOOL_LOOP), CONFIG) as rollout:
+        [episode] = rollout.run([EpisodeRequest(ENV_ID, TASKS[0], 0, 0)])
+        assert rollout.endpoint.errors == {} and not rollout.endpoint.sessions
+
+    assert episode.stop_reason == "answered" and episode.success, episode.error
+    assert [call["name"] for call in episode.tool_calls] == ["search"]
+    assert generated_spans(episode) == generator.ids
+
+
+def test_a_failing_command_is_an_unscored_agent_error_with_its_stderr(tokenizer, envs):
+    failing = CommandProgram([sys.executable, "-c", "import sys; sys.exit('no API key configured')"])
+    with AgentProgramRollout(ScriptedGenerator(tokenizer, ["x"]), tokenizer, envs, failing, CONFIG) as rollout:
+        episodes = rollout.run([EpisodeRequest(ENV_ID, task, i, i) for i, task in enumerate(TASKS)])
+    assert all(e.stop_reason == "agent_error" and not e.scored for e in episodes)
+    assert "exited with status 1" in episodes[0].error and "no API key configured" in episodes[0].error
+
+
+def test_a_command_that_never_finishes_is_timed_out_and_its_process_killed(tokenizer, envs, tmp_path):
+    pid_file = tmp_path / "pid"
+    hanging = CommandProgram(["sh", "-c", f"echo $$ > {pid_file}; sleep 60"])
+    with AgentProgramRollout(ScriptedGenerator(tokenizer, ["x"]), tokenizer, envs, hanging, CONFIG,
+                             timeout_s=1.0) as rollout:
+        started = time.monotonic()
+        [episode] = rollout.run([EpisodeRequest(ENV_ID, TASKS[0], 0, 0)])
+        assert time.monotonic() - started < 10
+    assert episode.stop_reason == "agent_timeout" and not episode.scored
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie has exited
+        return stat.read().split(") ")[1][0] != "Z"
+
+
+def test_a_process_not_started_by_a_runner_is_told_what_it_lacks():
+    with pytest.raises(ValueError, match="expected AGENTRL_SESSION_URL and OPENAI_BASE_URL in the environment"):
+        RemoteSession.from_environment({})

@@ -1,0 +1,154 @@
+"""An agent program in its own process: its session over HTTP, and the command that runs a program function.
+
+A program that is a command (:class:`~trainers.agent_program.CommandProgram`) is started once per episode with
+the episode's addresses in its environment: ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (so the ``openai`` SDK and
+most frameworks reach the policy with no code at all) and ``AGENTRL_SESSION_URL`` (the env's side).
+:class:`RemoteSession` is the in-process :class:`~trainers.agent_program.AgentSession`'s twin over that URL, so the
+same program function runs either way::
+
+    python -m trainers.agent_client trainers.agents.openai_sdk:tool_loop
+
+This module imports nothing heavy (no torch, no environments): a process per episode starts in well under a second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import EntryPoint
+from typing import Any
+
+import httpx
+
+SESSION_URL_ENV = "AGENTRL_SESSION_URL"
+"""The environment variable holding the episode's session URL."""
+
+
+class EpisodeEnded(RuntimeError):
+    """The episode is over (answered, at its turn limit, or abandoned): the env takes no more calls."""
+
+
+class RemoteSession:
+    """An episode's session from the agent program's own process.
+
+    Args:
+        session_url: The episode's session routes on the policy endpoint.
+        base_url: The episode's OpenAI ``base_url``.
+        api_key: The key to send (any works).
+        timeout_s: Most seconds an env step may take (None: no limit).
+
+    Attributes:
+        model: The model name to request.
+        prompt: The env's first observation.
+        tools: The env's tools and the ``answer`` tool, as OpenAI function schemas.
+    """
+
+    def __init__(self, session_url: str, base_url: str, api_key: str = "-", *, timeout_s: float | None = None) -> None:
+        self.session_url = session_url
+        self.base_url = base_url
+        self.api_key = api_key
+        self._http = httpx.Client(timeout=timeout_s)
+        described = self._http.get(session_url)
+        if described.status_code != 200:
+            raise EpisodeEnded(_error_message(described))
+        body = described.json()
+        self.model: str = body["model"]
+        self.prompt: str = body["prompt"]
+        self.tools: list[dict[str, Any]] = body["tools"]
+        self._done: bool = body["done"]
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> RemoteSession:
+        """The session the runner started this process for.
+
+        Raises:
+            ValueError: ``AGENTRL_SESSION_URL`` or ``OPENAI_BASE_URL`` is not set (the process was not started by
+                an agent runner).
+        """
+        environ = os.environ if environ is None else environ
+        missing = [name for name in (SESSION_URL_ENV, "OPENAI_BASE_URL") if not environ.get(name)]
+        if missing:
+            raise ValueError(f"expected {' and '.join(missing)} in the environment: this process runs one episode of "
+                             "an agent program and is started by agentrl's runner (trainers.agent_program)")
+        return cls(environ[SESSION_URL_ENV], environ["OPENAI_BASE_URL"], environ.get("OPENAI_API_KEY", "-"))
+
+    @property
+    def done(self) -> bool:
+        """The episode has ended: further calls raise :class:`EpisodeEnded`."""
+        return self._done
+
+    def call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
+        """Call one of the env's tools; see :meth:`trainers.agent_program.AgentSession.call`."""
+        return self._post("/call", {"name": name, "arguments": arguments})
+
+    def answer(self, text: str) -> str:
+        """Give the final answer (ends the episode); returns the env's last observation."""
+        return self.call("answer", {"answer": text})
+
+    def step(self, action: str) -> str:
+        """Hand the env an action in its own text format; returns the observation."""
+        return self._post("/step", {"action": action})
+
+    def _post(self, route: str, body: Mapping[str, Any]) -> str:
+        if self._done:
+            raise EpisodeEnded("the episode is over; the env takes no more calls")
+        response = self._http.post(self.session_url + route, json=dict(body))
+        if response.status_code == 409:
+            self._done = True
+            raise EpisodeEnded(_error_message(response))
+        response.raise_for_status()
+        answered = response.json()
+        self._done = answered["done"]
+        return answered["observation"]
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self._http.close()
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        return response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+
+
+def load_agent_program(reference: str) -> Callable[[Any], None]:
+    """The agent program ``reference`` names, as ``"package.module:function"``.
+
+    Raises:
+        ValueError: The reference is not of that form, or does not name a callable that can be imported.
+    """
+    module, _, attribute = reference.partition(":")
+    if not module or not attribute:
+        raise ValueError(f"agent_program: expected 'package.module:function', got {reference!r}")
+    try:
+        program = EntryPoint(name="agent_program", value=reference, group="agentrl.agent_programs").load()
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"agent_program {reference!r}: cannot import it ({type(exc).__name__}: {exc})") from exc
+    if not callable(program):
+        raise ValueError(f"agent_program {reference!r}: expected a function of an AgentSession, got "
+                         f"{type(program).__name__}")
+    return program
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trainers.agent_client package.module:function``: play this process's episode with it."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) != 1:
+        print("usage: python -m trainers.agent_client package.module:function", file=sys.stderr)
+        return 2
+    program = load_agent_program(argv[0])
+    session = RemoteSession.from_environment()
+    try:
+        program(session)
+    except EpisodeEnded:
+        pass  # the runner ended the episode first (its turn limit): nothing is lost
+    finally:
+        session.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
