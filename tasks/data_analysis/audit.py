@@ -28,6 +28,7 @@ from tasks.data_analysis.questions import Draft
 from tasks.data_analysis.references import (
     DIMENSIONS,
     TABLE_PRINTER,
+    LoadedTables,
     answer_printer,
     constraint,
     pandas_prelude,
@@ -129,7 +130,7 @@ def constraints(draft: Draft, dataset: Dataset, theme: Theme, plan: Plan) -> lis
 
 
 def build_task(draft: Draft, dataset: Dataset, theme: Theme, work_dir: str, rng: random.Random,
-               task_id: str) -> Task | Dropped:
+               task_id: str, loaded: LoadedTables | None = None) -> Task | Dropped:
     """Run and audit a draft; the task, or why it was dropped.
 
     Args:
@@ -139,6 +140,7 @@ def build_task(draft: Draft, dataset: Dataset, theme: Theme, work_dir: str, rng:
         work_dir: The folder the programs run in.
         rng: The random source of the readings.
         task_id: The task's id.
+        loaded: Where the SQL reference's tables stay loaded between drafts (see :func:`run_sql`).
 
     Returns:
         The task, or a :class:`Dropped` saying why not.
@@ -146,11 +148,11 @@ def build_task(draft: Draft, dataset: Dataset, theme: Theme, work_dir: str, rng:
     Raises:
         TaskError: A reference program failed to run (a bug in its family).
     """
-    return check_draft(draft, dataset, theme, work_dir, plan_readings(draft, rng), task_id)
+    return check_draft(draft, dataset, theme, work_dir, plan_readings(draft, rng), task_id, loaded)
 
 
 def check_draft(draft: Draft, dataset: Dataset, theme: Theme, work_dir: str, plan: Plan,
-                task_id: str) -> Task | Dropped:
+                task_id: str, loaded: LoadedTables | None = None) -> Task | Dropped:
     """Run and audit a draft under a given plan of readings (:func:`build_task` after :func:`plan_readings`).
 
     Args:
@@ -160,6 +162,7 @@ def check_draft(draft: Draft, dataset: Dataset, theme: Theme, work_dir: str, pla
         work_dir: The folder the programs run in.
         plan: The readings, which of them are stated, and which are audited.
         task_id: The task's id.
+        loaded: Where the SQL reference's tables stay loaded between drafts (see :func:`run_sql`).
 
     Returns:
         The task, or a :class:`Dropped` saying why not.
@@ -171,7 +174,7 @@ def check_draft(draft: Draft, dataset: Dataset, theme: Theme, work_dir: str, pla
     pandas_code = pandas_source(draft, dataset, theme, plan.reading)
     sql_code = sql_source(draft, dataset, theme, plan.reading)
     printed = run_pandas(pandas_code, work_dir)
-    rows = run_sql(sql_code, work_dir, tables)
+    rows = run_sql(sql_code, work_dir, tables, loaded)
     outcome = _table_answer(draft, printed, rows) if draft.family == "sql" else _field_answer(draft, printed, rows)
     if isinstance(outcome, Dropped):
         return outcome

@@ -28,7 +28,7 @@ from pathlib import Path
 from tasks.data_analysis.audit import Dropped, build_task
 from tasks.data_analysis.datasets import ENV, GENERATOR_VERSION, THEMES, Dataset, generate_dataset, materialize
 from tasks.data_analysis.questions import DRAFTERS, FAMILIES, QUESTIONS_VERSION, Scene
-from tasks.data_analysis.references import write_files
+from tasks.data_analysis.references import LoadedTables, write_files
 from tasks.records import Task
 from tasks.splits import MANIFEST_NAME
 
@@ -92,10 +92,10 @@ def _split_tasks(split: str, size: int, datasets: list[Dataset]) -> tuple[list[T
     """A split's tasks (families interleaved) and the count of dropped drafts by reason."""
     dropped: Counter[str] = Counter()
     quotas = {family: size // len(FAMILIES) + (index < size % len(FAMILIES)) for index, family in enumerate(FAMILIES)}
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, LoadedTables() as loaded:
         work_dirs = {dataset.name: str(write_files(materialize(dataset), Path(folder) / dataset.name))
                      for dataset in datasets}
-        picked = {family: _family_tasks(family, quota, datasets, work_dirs, dropped)
+        picked = {family: _family_tasks(family, quota, datasets, work_dirs, dropped, loaded)
                   for family, quota in quotas.items()}
     ordered = [task for position in range(max(quotas.values())) for family in FAMILIES
                for task in picked[family][position:position + 1]]
@@ -105,11 +105,11 @@ def _split_tasks(split: str, size: int, datasets: list[Dataset]) -> tuple[list[T
 
 
 def _family_tasks(family: str, quota: int, datasets: list[Dataset], work_dirs: dict[str, str],
-                  dropped: Counter[str]) -> list[Task]:
+                  dropped: Counter[str], loaded: LoadedTables) -> list[Task]:
     """``quota`` tasks of one family, cycling through the difficulties its candidates reach."""
     by_level: dict[int, list[Task]] = {}
     seen: set[tuple[str, str, str]] = set()
-    for task in _candidates(family, datasets, work_dirs, dropped):
+    for task in _candidates(family, datasets, work_dirs, dropped, loaded):
         key = (task.metadata["dataset"], task.prompt, json.dumps(task.metadata["constraints"]))
         if key not in seen:
             seen.add(key)
@@ -127,8 +127,9 @@ def _family_tasks(family: str, quota: int, datasets: list[Dataset], work_dirs: d
 
 
 def _candidates(family: str, datasets: list[Dataset], work_dirs: dict[str, str],
-                dropped: Counter[str]) -> Iterator[Task]:
-    """Audited tasks of one family, in rounds over the datasets and difficulty budgets (drops counted)."""
+                dropped: Counter[str], loaded: LoadedTables) -> Iterator[Task]:
+    """Audited tasks of one family, in rounds over the datasets and difficulty budgets (drops counted); the SQL
+    references' tables stay ``loaded`` for the split."""
     for round_index in range(MAX_ROUNDS):
         for dataset in datasets:
             theme = THEMES[dataset.theme]
@@ -137,7 +138,7 @@ def _candidates(family: str, datasets: list[Dataset], work_dirs: dict[str, str],
                 draft = DRAFTERS[family](Scene(dataset, theme, rng, budget))
                 if draft is None:
                     continue
-                outcome = build_task(draft, dataset, theme, work_dirs[dataset.name], rng, "candidate")
+                outcome = build_task(draft, dataset, theme, work_dirs[dataset.name], rng, "candidate", loaded)
                 if isinstance(outcome, Dropped):
                     dropped[f"{family}: {outcome.reason}"] += 1
                 else:

@@ -21,11 +21,14 @@ import io
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.data_analysis.datasets import Table, Theme
 from tasks.data_analysis.files import duckdb_connection
 from tasks.errors import TaskError
+
+if TYPE_CHECKING:
+    import duckdb
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "duplicates": ("dropped", "kept"),
@@ -189,14 +192,24 @@ def _sql_date(theme: Theme, dirtiness: int) -> str:
             f"try_strptime({theme.date}, '%m/%d/%Y{time}')) AS {kind})")
 
 
-def run_sql(query: str, work_dir: str | os.PathLike[str], tables: Mapping[str, str]) -> list[list[Any]]:
+def run_sql(query: str, work_dir: str | os.PathLike[str], tables: Mapping[str, str],
+            loaded: LoadedTables | None = None) -> list[list[Any]]:
     """Run a SQL reference over the task's tables (loaded from ``work_dir/data``); rows as JSON-safe cells.
+
+    Args:
+        query: The SQL reference.
+        work_dir: The folder holding ``data/``.
+        tables: Table name -> file name in ``data/``.
+        loaded: Where the tables are kept loaded between calls (a generator runs thousands of references over a
+            few datasets); None loads them for this query alone.
 
     Raises:
         TaskError: The tables do not load or the query fails.
     """
     import duckdb
 
+    if loaded is not None:
+        return loaded.run(query, work_dir, tables)
     connection = duckdb_connection(Path(work_dir) / "data", tables)
     try:
         rows = connection.execute(query).fetchall()
@@ -205,6 +218,55 @@ def run_sql(query: str, work_dir: str | os.PathLike[str], tables: Mapping[str, s
     finally:
         connection.close()
     return [[json_cell(cell) for cell in row] for row in rows]
+
+
+class LoadedTables:
+    """DuckDB databases of SQL references' tables, each loaded once per ``(folder, tables)`` and kept until
+    :meth:`close`; each query runs on a cursor of its own in a transaction that is rolled back, so no query sees
+    what another one did.
+
+    Example:
+        >>> with LoadedTables() as loaded:                                              # doctest: +SKIP
+        ...     rows = run_sql("SELECT count(*) FROM orders", "/tmp/ds", {"orders": "orders.csv"}, loaded)
+    """
+
+    def __init__(self) -> None:
+        self._databases: dict[tuple[str, tuple[tuple[str, str], ...]], duckdb.DuckDBPyConnection] = {}
+
+    def run(self, query: str, work_dir: str | os.PathLike[str], tables: Mapping[str, str]) -> list[list[Any]]:
+        """:func:`run_sql` on the tables loaded before (loading them the first time).
+
+        Raises:
+            TaskError: The tables do not load or the query fails.
+        """
+        import duckdb
+
+        folder = os.fspath(Path(work_dir) / "data")
+        key = (folder, tuple(sorted(tables.items())))
+        if key not in self._databases:
+            self._databases[key] = duckdb_connection(folder, tables)
+        cursor = self._databases[key].cursor()
+        try:
+            cursor.begin()
+            rows = cursor.execute(query).fetchall()
+        except duckdb.Error as error:
+            raise TaskError(f"expected the SQL reference to run, got {type(error).__name__}: {error}\n"
+                            f"{query}") from error
+        finally:
+            cursor.close()  # rolls back the open transaction
+        return [[json_cell(cell) for cell in row] for row in rows]
+
+    def close(self) -> None:
+        """Close every database; idempotent."""
+        for connection in self._databases.values():
+            connection.close()
+        self._databases.clear()
+
+    def __enter__(self) -> LoadedTables:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def json_cell(cell: Any) -> Any:

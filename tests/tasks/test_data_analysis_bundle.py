@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from tasks import load_split
 from tasks.build_splits import BUNDLED_ROOT, check_bundled
 from tasks.data_analysis import FAMILIES, dataset_files, load_dataset, task_files
 from tasks.data_analysis.bundled import SPLIT_SIZES, build_data_analysis_files
-from tasks.data_analysis.references import run_pandas, run_sql, write_files
+from tasks.data_analysis.references import LoadedTables, run_pandas, run_sql, write_files
 from tasks.records import Task
 from tasks.splits import bundle_manifest
 
@@ -36,6 +37,13 @@ def work_dirs(tmp_path_factory: pytest.TempPathFactory, splits: dict[str, list[T
     names = sorted({task.metadata["dataset"] for tasks in splits.values() for task in tasks})
     root = tmp_path_factory.mktemp("datasets")
     return {name: str(write_files(dataset_files(name), root / name)) for name in names}
+
+
+@pytest.fixture(scope="module")
+def loaded() -> Iterator[LoadedTables]:
+    """The SQL references' tables, each dataset's loaded once for the module."""
+    with LoadedTables() as tables:
+        yield tables
 
 
 def test_split_sizes_families_and_difficulties(splits: dict[str, list[Task]]) -> None:
@@ -81,11 +89,11 @@ def test_pandas_references_import_only_the_allowed_modules_and_read_only_named_f
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_both_references_give_the_bundled_answer(split: str, splits: dict[str, list[Task]],
-                                                 work_dirs: dict[str, str]) -> None:
+                                                 work_dirs: dict[str, str], loaded: LoadedTables) -> None:
     for task in splits[split]:
         work_dir = work_dirs[task.metadata["dataset"]]
         printed = run_pandas(task.metadata["reference"]["pandas"], work_dir)
-        rows = run_sql(task.metadata["reference"]["sql"], work_dir, task.metadata["tables"])
+        rows = run_sql(task.metadata["reference"]["sql"], work_dir, task.metadata["tables"], loaded)
         if task.family == "sql":
             computed = [json.loads(line) for line in printed.splitlines()]
             assert task.answer == task.metadata["reference"]["sql"]
