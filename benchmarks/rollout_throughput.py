@@ -152,6 +152,7 @@ from rich.table import Table
 from agentgym_envs.policies.base import tool_call_action  # (importing agentgym_envs registers the ids)
 from agentgym_envs.search import Retriever
 from tasks import Task
+from tasks.locks import file_lock, lock_path
 
 ENV_ID = "agentrl/Search-v0"
 """The environment every row plays (the warm start's demonstrator is Search's)."""
@@ -466,7 +467,8 @@ def warm_model_dir(settings: Settings) -> Path:
 
 
 def load_warm_model(settings: Settings):
-    """The tiny model warm-started on lookup demonstrations, built and cached the first time.
+    """The tiny model warm-started on lookup demonstrations, built and cached the first time (one process builds;
+    another that needs it meanwhile waits for it).
 
     Returns:
         ``(model, tokenizer)``.
@@ -475,7 +477,10 @@ def load_warm_model(settings: Settings):
 
     directory = warm_model_dir(settings)
     if not (directory / "config.json").exists():
-        build_warm_model(settings, directory)
+        with file_lock(lock_path(directory), waiting=f"waiting for another process to build the warm model in "
+                                                     f"{directory}"):
+            if not (directory / "config.json").exists():  # not built while this one waited
+                build_warm_model(settings, directory)
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
 
 
