@@ -156,6 +156,7 @@ class AgentGRPOConfig(GRPOConfig):
         check_env_workers(self.env_workers)
         if self.overlap_rollouts:
             self._check_overlap()
+        self.agent_program, self.agent_command = self.agent_program or None, self.agent_command or None  # "": unset
         if self.agent_program is not None and self.agent_command is not None:
             raise ValueError("agent_program and agent_command: expected one of them, got both")
         if self.agent_program is not None:

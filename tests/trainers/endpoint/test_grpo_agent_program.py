@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
 import torch
+from trl import ModelConfig, TrlParser
 
 import agentgym_envs  # noqa: F401
 from tasks import load_split
+from trainers.agents.openai_sdk import tool_loop
 from trainers.grpo import AgentGRPOConfig, build_trainer
-from trainers.tiny_model import load_or_build_tiny_model
+from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -48,6 +52,17 @@ def test_grpo_trains_the_openai_sdk_tool_loop_on_the_tokens_the_endpoint_recorde
     assert len(records) == 2
     assert all(record["agent/agent_error"] == 0 and record["agent/history_edits"] == 0 for record in records)
     assert all(record["episodes/gen_tokens_mean"] > 0 for record in records)
+
+
+def test_the_recipe_trains_the_tool_loop_within_the_tiny_models_context(tmp_path):
+    recipe = Path(__file__).resolve().parents[3] / "trainers" / "configs" / "agent_program_search_cpu.yaml"
+    config, _ = TrlParser((AgentGRPOConfig, ModelConfig)).parse_args_and_config(
+        args=["--config", str(recipe), "--output_dir", str(tmp_path), "--report_to", "none"])
+    assert config.agent_program_fn() is tool_loop
+    measured = re.search(r"longest action (\d+).*whole episode \d+ / \d+ / (\d+)", " ".join(
+        recipe.read_text().replace("#", " ").split()))
+    assert int(measured.group(1)) <= config.max_tokens_per_turn
+    assert int(measured.group(2)) <= config.max_context_tokens <= TinyModelConfig().max_positions
 
 
 def test_an_agent_program_that_cannot_be_imported_is_refused_at_start(tmp_path):
