@@ -2,9 +2,10 @@
 
 Commands:
     setup        make Docker answer (root on Debian: install docker.io, start dockerd), check
-                 bubblewrap, build the base image and the data image (DataAnalysis-v0: the base image
-                 plus pinned numpy, pandas, pyarrow, duckdb wheels); falls back to bwrap when Docker
-                 cannot be had.
+                 bubblewrap, build the base image, the data image (DataAnalysis-v0: the base image
+                 plus pinned numpy, pandas, pyarrow, duckdb wheels) and the WebShop image (its server
+                 and Chromium in a container: ShopContainer); falls back to bwrap when Docker cannot
+                 be had.
                  Also installs Debian's chromium (WebShop-v0's browser mode) when it is missing.
     build-image  build the base image from Debian packages (``--force`` to rebuild).
     doctor       show what works, what is missing and how to fix it; exit 1 when neither Docker
@@ -28,6 +29,7 @@ from agentgym_envs.sandbox.cgroup import sweep_cgroups
 from agentgym_envs.sandbox.data_image import build_data_image
 from agentgym_envs.sandbox.image import DEFAULT_SUITE, build_base_image
 from agentgym_envs.sandbox.labels import SANDBOX_LABEL
+from agentgym_envs.webshop.container import build_webshop_image
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentrl-sandbox",
                                      description="Set up, check and clean the agentrl sandbox host.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
-    commands.add_parser("setup", help="install/start Docker and bubblewrap, build the base and data images, "
-                                                 "install chromium")
+    commands.add_parser("setup", help="install/start Docker and bubblewrap, build the base, data and WebShop "
+                                                 "images, install chromium")
     build = commands.add_parser("build-image", help="build the base image from Debian packages")
     build.add_argument("--force", action="store_true", help="rebuild even when the image exists")
     build.add_argument("--suite", default=DEFAULT_SUITE, help="Debian suite (default: %(default)s)")
@@ -60,6 +62,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         docker_ok = _try("base image", build_base_image)
     if docker_ok:
         _try("data image (DataAnalysis-v0)", build_data_image)
+        _try("WebShop image (ShopContainer)", build_webshop_image)
     if _try("chromium (WebShop-v0 browser mode)", system.ensure_chromium):
         print(f"browser: {system.find_executable('chromium')}")
     if docker_ok:

@@ -224,6 +224,7 @@ def test_cli_setup_falls_back_to_bwrap_when_docker_cannot_be_set_up(monkeypatch,
     monkeypatch.setattr(system, "ensure_docker", no_docker)
     monkeypatch.setattr(system, "ensure_bwrap", lambda: None)
     monkeypatch.setattr(cli, "build_base_image", lambda: pytest.fail("no image without Docker"))
+    monkeypatch.setattr(cli, "build_webshop_image", lambda: pytest.fail("no image without Docker"))
     assert cli.main(["setup"]) == 0
     out = capsys.readouterr().out
     assert "apt-get install -y docker.io" in out
@@ -246,8 +247,9 @@ def test_cli_setup_builds_the_images_when_docker_works(monkeypatch, capsys):
     monkeypatch.setattr(system, "ensure_bwrap", lambda: None)
     monkeypatch.setattr(cli, "build_base_image", lambda: built.append("base"))
     monkeypatch.setattr(cli, "build_data_image", lambda: built.append("data"))
+    monkeypatch.setattr(cli, "build_webshop_image", lambda: built.append("webshop"))
     assert cli.main(["setup"]) == 0
-    assert built == ["base", "data"]
+    assert built == ["base", "data", "webshop"]
     assert "ready: sandbox='docker'" in capsys.readouterr().out
 
 
