@@ -77,6 +77,7 @@ from typing import Any
 
 import numpy as np
 
+from tasks.locks import file_lock, lock_path
 from trainers.tiny_model import TinyModelConfig, default_model_dir, load_or_build_tiny_model, save_model_folder
 
 PRETRAIN_WORLD_SEED = 9001
@@ -565,7 +566,8 @@ PHASES_FILE = "pretraining.json"
 
 def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: EchoPretraining | None = None,
                              *, progress: Callable[[str], None] | None = None, threads: int = 1):
-    """The tiny model after echo pretraining, built and saved the first time, then reused.
+    """The tiny model after echo pretraining, built and saved the first time, then reused (one process builds;
+    another that needs it meanwhile waits for it).
 
     Args:
         config: The tiny model's shape (default :class:`TinyModelConfig`).
@@ -583,12 +585,21 @@ def load_or_build_pretrained(config: TinyModelConfig | None = None, settings: Ec
 
     directory = pretrained_dir(config, settings)
     if not (directory / "config.json").exists():
-        model, tokenizer = load_or_build_tiny_model(config)
-        with torch_threads(threads):
-            phases = pretrain_echo(model, tokenizer, settings or EchoPretraining(), progress)
-        save_model_folder(model, tokenizer, directory)
-        (directory / PHASES_FILE).write_text(json.dumps([asdict(phase) for phase in phases], indent=2))
+        with file_lock(lock_path(directory), waiting=f"waiting for another process to pretrain the tiny model in "
+                                                     f"{directory}"):
+            if not (directory / "config.json").exists():  # not built while this one waited
+                _build_pretrained(config, settings, directory, progress, threads)
     return AutoModelForCausalLM.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
+
+
+def _build_pretrained(config: TinyModelConfig | None, settings: EchoPretraining | None, directory: Path,
+                      progress: Callable[[str], None] | None, threads: int) -> None:
+    """Pretrain the tiny model of ``config`` with ``settings`` and save it, with its phases, to ``directory``."""
+    model, tokenizer = load_or_build_tiny_model(config)
+    with torch_threads(threads):
+        phases = pretrain_echo(model, tokenizer, settings or EchoPretraining(), progress)
+    save_model_folder(model, tokenizer, directory)
+    (directory / PHASES_FILE).write_text(json.dumps([asdict(phase) for phase in phases], indent=2))
 
 
 def pretrained_dir(config: TinyModelConfig | None = None, settings: EchoPretraining | None = None) -> Path:
