@@ -3,20 +3,8 @@
 An agent program is any function of an :class:`AgentSession`: it sends chat completions to
 ``session.base_url`` with the ``openai`` SDK (or any framework that speaks OpenAI's API) and calls the env's
 tools with :meth:`AgentSession.call` (the final answer is the ``answer`` tool, as over the tool protocols).
-It needs no agentrl types beyond the session::
-
-    def agent(session):
-        client = openai.OpenAI(base_url=session.base_url, api_key=session.api_key)
-        messages = [{"role": "user", "content": session.prompt}]
-        while not session.done:
-            message = client.chat.completions.create(model=session.model, messages=messages,
-                                                     tools=session.tools).choices[0].message
-            messages.append(message.model_dump(exclude_none=True))
-            for call in message.tool_calls or []:
-                result = session.call(call.function.name, call.function.arguments)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-            if not message.tool_calls:
-                session.answer(message.content or "")
+It needs no agentrl types beyond the session: :func:`trainers.agents.openai_sdk.tool_loop` is such a program, a
+plain ``openai``-SDK loop (docs/agent-programs.md).
 
 :class:`ProgramAgent` is an :class:`~agentgym_envs.runner.Agent` of the one episode runner: each env call the
 program makes is the runner's next turn, so resets, concurrent steps, stop reasons, infrastructure faults and the
@@ -125,20 +113,35 @@ class AgentSession:
             raise EpisodeEnded("the episode is over; the env takes no more calls")
         self._pending = Future()
         self.thinking = False
-        self._events.put(("action", action))
+        self.report("action", action)
         return self._pending
 
     def on_end(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the runner ends the episode (e.g. to stop the program's process)."""
         self._on_end.append(callback)
 
-    # the runner's side
+    # the runner's side (ProgramAgent)
 
-    def _deliver(self, observation: str) -> None:
+    def report(self, kind: str, value: str | None = None) -> None:
+        """The program made an env call (``"action"``), returned (``"ended"``) or raised (``"crashed"``)."""
+        self._events.put((kind, value))
+
+    def next_event(self, timeout_s: float) -> tuple[str, str | None]:
+        """The program's next :meth:`report`, waiting at most ``timeout_s``.
+
+        Raises:
+            queue.Empty: None came in time.
+        """
+        return self._events.get(timeout=timeout_s)
+
+    def deliver(self, observation: str) -> None:
+        """The observation of the program's pending env call."""
         self.thinking = True
         self._pending.set_result(observation)
 
-    def _end(self, observation: str | None) -> None:
+    def end(self, observation: str | None) -> None:
+        """The episode is over: the pending env call returns ``observation`` (raises :class:`EpisodeEnded` when it is
+        None), later ones raise; the :meth:`on_end` callbacks run."""
         self._done = True
         self.thinking = False
         if self._pending is not None and not self._pending.done():
@@ -256,7 +259,7 @@ class ProgramAgent:
         for episode, observation in zip(episodes, observations, strict=True):
             session = self._playing[episode.index].session
             if episode.turns:
-                session._deliver(observation)
+                session.deliver(observation)
             else:
                 threading.Thread(target=self._play, args=(session,), name=f"agent-program-{episode.index}",
                                  daemon=True).start()
@@ -267,18 +270,18 @@ class ProgramAgent:
         try:
             self.program(session)
         except EpisodeEnded:
-            session._events.put(("ended", None))
+            session.report("ended")
         except BaseException:  # the program's own fault, whatever it is: the episode ends unscored
-            session._events.put(("crashed", traceback.format_exc()[-ERROR_CHARS:]))
+            session.report("crashed", traceback.format_exc()[-ERROR_CHARS:])
         else:
-            session._events.put(("ended", None))
+            session.report("ended")
         finally:
             session.thinking = False
 
     def _next(self, episode: Episode, deadline: float) -> AgentTurn | AgentStop:
         playing = self._playing[episode.index]
         try:
-            kind, value = playing.session._events.get(timeout=max(0.0, deadline - time.monotonic()))
+            kind, value = playing.session.next_event(max(0.0, deadline - time.monotonic()))
         except queue.Empty:
             self.stats["agent_timeout"] += 1
             return AgentStop("agent_timeout", f"the agent program made no env call and did not return within "
@@ -310,7 +313,7 @@ class ProgramAgent:
         playing = self._playing.pop(episode.index)
         route = playing.route
         stepped = episode.turns and episode.stop_reason not in AGENT_STOPS  # the program waits for this observation
-        playing.session._end(episode.turns[-1].observation if stepped else None)
+        playing.session.end(episode.turns[-1].observation if stepped else None)
         self.endpoint.finish_episode(route.id)
         self.endpoint.forget_episode(route.id)
         self.stats["history_edits"] += route.history_edits
