@@ -25,11 +25,16 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentgym_envs.runner import Episode
+from agentgym_envs.runner import UNSCORED_AGENT_STOPS, Episode
 
 INFRA_HINT = ("check the infrastructure: for a Docker sandbox, is the daemon running? "
               "`python -m agentgym_envs.sandbox doctor` shows what works and how to fix what does not")
 """What to do about infrastructure faults (shared by the trainers' stop, the monitor's alert and evaluation)."""
+
+AGENT_HINT = ("the agent program crashed or hung (the first fault's message holds its traceback or stderr): fix "
+              "the program, or raise agent_timeout_s if it is only slow")
+"""What to do when the unscored episodes are an agent program's crashes or timeouts (``agent_error``,
+``agent_timeout``)."""
 
 INFRA_ERROR_STOP_SHARE_HELP = (
     "Stop training with an error naming the first infrastructure fault (e.g. a Docker daemon that does not answer) "
@@ -85,17 +90,21 @@ def infra_share(episodes: Sequence[Episode]) -> float:
 
 @dataclass(frozen=True)
 class StepInfra:
-    """How one step's episodes fared: how many, how many infrastructure faults ended, the first one's message."""
+    """How one step's episodes fared: how many, how many infrastructure faults ended, the first one's message and
+    whether it was an agent program's crash or timeout."""
 
     step: int
     episodes: int
     infra: int
     first_error: str
+    first_by_agent: bool = False
 
     @classmethod
     def of(cls, episodes: Sequence[Episode], step: int) -> StepInfra:
         """Count ``episodes``, the batch of ``step``."""
-        return cls(step, len(episodes), sum(episode.infra_error for episode in episodes), first_infra_error(episodes))
+        first = next((episode for episode in episodes if episode.infra_error), None)
+        return cls(step, len(episodes), sum(episode.infra_error for episode in episodes), first_infra_error(episodes),
+                   first is not None and first.stop_reason in UNSCORED_AGENT_STOPS)
 
 
 class InfraErrorGuard:
@@ -136,8 +145,10 @@ class InfraErrorGuard:
 
     @staticmethod
     def _message(what: str, steps: Sequence[StepInfra]) -> str:
-        first = next((s.first_error for s in steps if s.first_error), "(no message recorded)")
-        return (f"training stopped: {what}.\n  first fault: {first}\n  to fix: {INFRA_HINT}; or, to train on "
+        faulted = next((s for s in steps if s.first_error), None)
+        first = faulted.first_error if faulted is not None else "(no message recorded)"
+        hint = AGENT_HINT if faulted is not None and faulted.first_by_agent else INFRA_HINT
+        return (f"training stopped: {what}.\n  first fault: {first}\n  to fix: {hint}; or, to train on "
                 "regardless (those episodes are left out of the loss), raise infra_error_stop_share (1.0 never stops)")
 
 

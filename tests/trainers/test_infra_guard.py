@@ -69,6 +69,15 @@ def test_the_error_names_the_first_fault_and_what_to_do():
     assert "python -m agentgym_envs.sandbox doctor" in message and "raise infra_error_stop_share" in message
 
 
+def test_a_run_stopped_by_crashing_agent_programs_says_to_fix_the_program_not_the_infrastructure():
+    crashed = [Episode(env_id=SANDBOXED_ENV, task_id=f"t{i}", group=i, infra_error=True, stop_reason="agent_error",
+                       error="the agent program raised:\nKeyError: 'choices'") for i in range(4)]
+    with pytest.raises(TooManyInfraErrors) as raised:
+        InfraErrorGuard().observe(crashed, step=0)
+    message = str(raised.value)
+    assert "KeyError: 'choices'" in message and "fix the program" in message and "doctor" not in message
+
+
 def test_the_fault_message_comes_from_the_reset_error_or_the_infra_turns_observation():
     reset = Episode(env_id=SANDBOXED_ENV, task_id="t", group=0, infra_error=True, error="reset failed: no daemon")
     assert infra_error_message(reset) == "reset failed: no daemon"
