@@ -9,9 +9,11 @@ Both rows use the same model (the tiny one by default) and the official ``openai
   messages, parsing the reply; the target, at most 2 ms p50, is judged on it), and the ``openai`` SDK plain and
   streamed (adding the SDK's own request building and response parsing, which any program using it pays).
 - **Throughput**: ``--programs`` agent programs at once on Search-v0 (:func:`trainers.agents.openai_sdk.text_loop`:
-  the model's text to the env as it is), against the in-process rollout engine on the same requests,
-  alternating, ``--repeats`` times; episodes/s of each (median) and their ratio (the target: at least 0.8), and
-  whether both played the same tokens.
+  the model's text to the env as it is), in threads of this process, against the in-process rollout engine on the
+  same requests, alternating, ``--repeats`` times; episodes/s of each (median) and their ratio (the target: at
+  least 0.8), and whether both played the same tokens. The same programs with a bare HTTP client instead of the
+  SDK are timed beside them: the difference is the SDK's own work, which in threads shares this process's
+  interpreter lock with the generator.
 
 Example:
     python -m benchmarks.policy_endpoint
@@ -21,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -45,6 +48,8 @@ class Report:
     generation_ms_p50: float = 0.0
     in_process_eps: float = 0.0
     endpoint_eps: float = 0.0
+    endpoint_http_eps: float = 0.0
+    endpoint_shared_eps: float = 0.0
     same_tokens: bool = False
     programs: int = 0
 
@@ -130,9 +135,50 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": statistics.median(ordered), "p90": ordered[int(0.9 * (len(ordered) - 1))]}
 
 
-def measure_throughput(model, tokenizer, programs: int, repeats: int) -> tuple[float, float, bool]:
-    """Median episodes/s of the in-process engine and of ``programs`` concurrent agent programs on the same
-    requests, alternating; whether every repeat played the same tokens both ways."""
+def http_text_loop(session) -> None:
+    """:func:`trainers.agents.openai_sdk.text_loop` with a bare HTTP client instead of the ``openai`` SDK."""
+    import httpx
+
+    with httpx.Client(timeout=None) as http:
+        messages = [{"role": "user", "content": session.prompt}]
+        while True:
+            reply = http.post(f"{session.base_url}/chat/completions", json={"model": session.model,
+                                                                            "messages": messages}).json()
+            text = reply["choices"][0]["message"]["content"]
+            messages.append({"role": "assistant", "content": text})
+            observation = session.step(text)
+            if session.done:
+                return
+            messages.append({"role": "tool", "content": observation})
+
+
+_SHARED_CLIENTS: dict[str, Any] = {}
+
+
+def shared_client_text_loop(session) -> None:
+    """:func:`trainers.agents.openai_sdk.text_loop` with one ``openai`` client for every episode (on the shared
+    ``/v1`` route, the episode named by its API key): a client costs about 20 ms to make (httpx loads the CA bundle),
+    which a program that makes one per episode pays every episode."""
+    import openai
+
+    shared_url = session.base_url.split("/episodes/")[0] + "/v1"
+    if shared_url not in _SHARED_CLIENTS:
+        _SHARED_CLIENTS[shared_url] = openai.OpenAI(base_url=shared_url, api_key="-", max_retries=0)
+    client = _SHARED_CLIENTS[shared_url].with_options(api_key=session.api_key)
+    messages = [{"role": "user", "content": session.prompt}]
+    while True:
+        text = client.chat.completions.create(model=session.model, messages=messages).choices[0].message.content
+        messages.append({"role": "assistant", "content": text})
+        observation = session.step(text)
+        if session.done:
+            return
+        messages.append({"role": "tool", "content": observation})
+
+
+def measure_throughput(model, tokenizer, programs: int, repeats: int) -> tuple[dict[str, float], bool]:
+    """Median episodes/s of the in-process engine and of ``programs`` concurrent agent programs (the SDK's and
+    the bare HTTP client's) on the same requests, alternating; whether every repeat played the same tokens each
+    way."""
     import gymnasium as gym
     import torch
 
@@ -149,23 +195,29 @@ def measure_throughput(model, tokenizer, programs: int, repeats: int) -> tuple[f
     pool = EnvPool(lambda env_id: gym.make(env_id, split="train"))
     generator = TransformersGenerator(model, tokenizer.pad_token_id)
     engine = RolloutEngine(generator, tokenizer, pool, config)
-    rates: dict[str, list[float]] = {"in_process": [], "endpoint": []}
+    # the rows' programs: the openai SDK with a client per episode, a bare HTTP client, one shared SDK client
+    loops = {"endpoint": text_loop, "endpoint_http": http_text_loop, "endpoint_shared": shared_client_text_loop}
+    rates: dict[str, list[float]] = {"in_process": [], **{name: [] for name in loops}}
     same = True
     try:
-        with AgentProgramRollout(generator, tokenizer, pool, text_loop, config) as served:
-            engine.run(requests), served.run(requests)  # warm-up: envs, caches, threads
+        with contextlib.ExitStack() as stack:
+            rollouts = {"in_process": engine, **{
+                name: stack.enter_context(AgentProgramRollout(generator, tokenizer, pool, loop, config))
+                for name, loop in loops.items()}}
+            for rollout in rollouts.values():  # warm-up: envs, caches, threads
+                rollout.run(requests)
             for repeat in range(repeats):
                 played = {}
-                for name, rollout in (("in_process", engine), ("endpoint", served)):
+                for name, rollout in rollouts.items():
                     torch.manual_seed(repeat)
                     started = time.perf_counter()
                     played[name] = rollout.run(requests)
                     rates[name].append(len(requests) / (time.perf_counter() - started))
-                same &= all(a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
-                            for a, b in zip(played["in_process"], played["endpoint"], strict=True))
+                same &= all(a.completion_ids == b.completion_ids and a.env_mask == b.env_mask for name in loops
+                            for a, b in zip(played["in_process"], played[name], strict=True))
     finally:
         pool.close()
-    return statistics.median(rates["in_process"]), statistics.median(rates["endpoint"]), same
+    return {name: statistics.median(values) for name, values in rates.items()}, same
 
 
 def run_benchmark(turns: int, programs: int, repeats: int) -> Report:
@@ -181,8 +233,9 @@ def run_benchmark(turns: int, programs: int, repeats: int) -> Report:
             report.overhead_ms[kind], seconds = measure_overhead(model, tokenizer, turns, client_kind=kind)
             generation += seconds
         report.generation_ms_p50 = statistics.median(generation) * 1000
-        report.in_process_eps, report.endpoint_eps, report.same_tokens = measure_throughput(
-            model, tokenizer, programs, repeats)
+        rates, report.same_tokens = measure_throughput(model, tokenizer, programs, repeats)
+        report.in_process_eps, report.endpoint_eps = rates["in_process"], rates["endpoint"]
+        report.endpoint_http_eps, report.endpoint_shared_eps = rates["endpoint_http"], rates["endpoint_shared"]
     return report
 
 
@@ -196,7 +249,10 @@ def render(report: Report) -> None:
               f"p90 {row['p90']:.2f} ms ({verdict})")
     verdict = "ok" if report.ratio >= THROUGHPUT_TARGET else "MISSED"
     print(f"{report.programs} agent programs: {report.endpoint_eps:.2f} episodes/s; in-process engine "
-          f"{report.in_process_eps:.2f}; ratio {report.ratio:.2f} (target >= {THROUGHPUT_TARGET}: {verdict}); "
+          f"{report.in_process_eps:.2f}; ratio {report.ratio:.2f} (target >= {THROUGHPUT_TARGET}: {verdict}); with a "
+          f"bare HTTP client {report.endpoint_http_eps:.2f} episodes/s, ratio "
+          f"{report.endpoint_http_eps / report.in_process_eps:.2f}; with one SDK client shared by the episodes "
+          f"{report.endpoint_shared_eps:.2f}, ratio {report.endpoint_shared_eps / report.in_process_eps:.2f}; "
           f"same tokens: {'yes' if report.same_tokens else 'NO'}")
 
 
