@@ -598,8 +598,8 @@ def _build_pretrained(config: TinyModelConfig | None, settings: EchoPretraining 
     model, tokenizer = load_or_build_tiny_model(config)
     with torch_threads(threads):
         phases = pretrain_echo(model, tokenizer, settings or EchoPretraining(), progress)
-    save_model_folder(model, tokenizer, directory)
-    (directory / PHASES_FILE).write_text(json.dumps([asdict(phase) for phase in phases], indent=2))
+    save_model_folder(model, tokenizer, directory,  # the record lands with the model: a reader never sees one alone
+                      extra_files={PHASES_FILE: json.dumps([asdict(phase) for phase in phases], indent=2)})
 
 
 def pretrained_dir(config: TinyModelConfig | None = None, settings: EchoPretraining | None = None) -> Path:

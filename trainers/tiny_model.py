@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -214,13 +214,16 @@ def save_tiny_model(config: TinyModelConfig, directory: str | Path) -> Path:
     return directory
 
 
-def save_model_folder(model, tokenizer, directory: str | Path) -> None:
-    """Save ``model`` and ``tokenizer`` to ``directory`` all at once: written to a staging folder, then
-    renamed, so a reader never sees half a folder; when another process saved it first, theirs is kept."""
+def save_model_folder(model, tokenizer, directory: str | Path, extra_files: Mapping[str, str] | None = None) -> None:
+    """Save ``model`` and ``tokenizer`` (and ``extra_files``, name to text) to ``directory`` all at once: written to a
+    staging folder, then renamed, so a reader never sees half a folder; when another process saved it first,
+    theirs is kept."""
     directory = Path(directory)
     staging = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
     tokenizer.save_pretrained(staging)
     model.save_pretrained(staging)
+    for name, text in (extra_files or {}).items():
+        (staging / name).write_text(text)
     if directory.exists():
         shutil.rmtree(staging)
     else:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from trainers.chat import ChatFormat, ChatTokens
 from trainers.rollout import stop_token_ids
-from trainers.tiny_model import ACTION_TAGS, TinyModelConfig, build_model, load_or_build_tiny_model
+from trainers.tiny_model import ACTION_TAGS, TinyModelConfig, build_model, load_or_build_tiny_model, save_model_folder
 
 
 def test_the_action_tags_are_single_tokens_and_any_text_round_trips():
@@ -55,6 +57,18 @@ def test_the_model_is_reused_from_its_folder_and_seeded(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), rebuilt.state_dict().values(),
                                                  strict=True))
     assert first.config.vocab_size == len(tokenizer) <= 512 + 16
+
+
+def test_a_folders_extra_files_are_in_it_from_the_moment_it_appears(tmp_path, monkeypatch):
+    config = TinyModelConfig(vocab_size=512, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, seed=3)
+    model, tokenizer = load_or_build_tiny_model(config, tmp_path / "tiny")
+    seen_at_rename = []
+    rename = Path.rename
+    monkeypatch.setattr(Path, "rename", lambda self, target: (seen_at_rename.append(
+        sorted(path.name for path in self.iterdir())), rename(self, target))[1])
+    save_model_folder(model, tokenizer, tmp_path / "saved", extra_files={"pretraining.json": "[]"})
+    assert "pretraining.json" in seen_at_rename[0] and "config.json" in seen_at_rename[0]
+    assert (tmp_path / "saved" / "pretraining.json").read_text() == "[]"
 
 
 def test_the_saved_folder_changes_with_the_tokenizer_recipe(monkeypatch):
