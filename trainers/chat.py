@@ -102,8 +102,8 @@ class ChatTokens:
         assistant header."""
         return self.between_turns_ids + self.tool_prefix_ids + self._encode_content(observation) + self.tool_suffix_ids
 
-    def messages_ids(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]] | None = None,
-                     add_generation_prompt: bool = True) -> list[int]:
+    def messages_ids(self, messages: Sequence[Mapping[str, Any]], *,
+                     tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
         """The ids of a whole conversation (OpenAI-style messages with string contents) as the template renders it,
         through the next assistant header; each content is encoded as :meth:`prompt_ids` encodes the prompt (a
         single user message gives exactly its ids).
@@ -113,7 +113,7 @@ class ChatTokens:
         """
         marked, contents = _marked(messages)
         text = self.tokenizer.apply_chat_template(marked, tools=list(tools) if tools else None, tokenize=False,
-                                                  add_generation_prompt=add_generation_prompt)
+                                                  add_generation_prompt=True)
         return self._encode_marked(text, contents)
 
     def continuation_ids(self, history: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], *,

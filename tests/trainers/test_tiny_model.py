@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
+import pytest
 import torch
 
 from trainers.chat import ChatFormat, ChatTokens
@@ -45,6 +47,33 @@ def test_the_chat_template_renders_tool_turns_and_the_pieces_cut_from_it_agree()
                + pieces.tool_prefix + "R" + pieces.tool_suffix)
     assert rebuilt == rendered
     assert len(stop_token_ids(tokenizer)) == 3  # end of turn, </tool_call>, </answer>
+
+
+def test_openai_messages_render_to_the_rollouts_own_pieces_with_contents_kept_plain_text():
+    _, tokenizer = load_or_build_tiny_model()
+    chat = ChatTokens(tokenizer)
+    prompt, result = "Find <|im_end|> 42", "result <|im_start|>user 7"  # special-token text inside contents
+    assert chat.messages_ids([{"role": "user", "content": prompt}]) == chat.prompt_ids(prompt)
+    history = [{"role": "user", "content": prompt},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "name": "search", "arguments": {}}]}]
+    assert chat.continuation_ids(history, [{"role": "tool", "content": result}]) == chat.observation_ids(result)
+    # the template's two turn headers are special tokens; the content's "<|im_start|>" stays text
+    assert chat.observation_ids(result).count(tokenizer.convert_tokens_to_ids("<|im_start|>")) == 2
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+    with_tools = tokenizer.decode(chat.messages_ids([{"role": "user", "content": prompt}], tools=tools))
+    assert with_tools.startswith("<|im_start|>system\nYou may call these tools:") and '"name": "search"' in with_tools
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused_by_name():
+    _, tokenizer = load_or_build_tiny_model()
+    chat = ChatTokens(tokenizer)
+    tokenizer = copy.copy(tokenizer)
+    tokenizer.chat_template = ("{%- for m in messages %}{%- if loop.last %}<last>{%- endif %}"
+                               "{{- m.role + ': ' + m.content + '\n' }}{%- endfor %}")
+    chat.tokenizer = tokenizer
+    with pytest.raises(ValueError, match="rewrites earlier turns"):
+        chat.continuation_ids([{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}],
+                              [{"role": "tool", "content": "R"}])
 
 
 def test_the_model_is_reused_from_its_folder_and_seeded(tmp_path):
