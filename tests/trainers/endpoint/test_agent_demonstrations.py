@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gymnasium as gym
-import pytest
 
 import agentgym_envs  # noqa: F401
 from agentgym_envs.policies.search_lookup import SearchLookupPolicy
@@ -14,16 +13,10 @@ from trainers.agents.openai_sdk import tool_loop
 from trainers.chat import ChatTokens
 from trainers.rollout import RolloutConfig
 from trainers.sft import collect_demonstrations, sft_dataset
-from trainers.tiny_model import load_or_build_tiny_model
 
 ENV_ID = "agentrl/Search-v0"
 TASKS = load_split("Search", "train")[:8]
 CONFIG = RolloutConfig(max_turns=3, max_tokens_per_turn=96, temperature=0.0)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return load_or_build_tiny_model()[1]
 
 
 def test_the_tool_loops_demonstrations_are_the_demonstrators_actions_in_the_programs_conversation(tokenizer):

@@ -6,7 +6,6 @@ import os
 import sys
 import time
 
-import gymnasium as gym
 import pytest
 
 import agentgym_envs  # noqa: F401
@@ -16,25 +15,12 @@ from tasks import load_split
 from tests.trainers.endpoint.test_endpoint import ScriptedGenerator, generated_spans
 from trainers.agent_client import RemoteSession
 from trainers.agent_program import AgentProgramRollout, CommandProgram
-from trainers.rollout import EnvPool, RolloutConfig
-from trainers.tiny_model import load_or_build_tiny_model
+from trainers.rollout import RolloutConfig
 
 ENV_ID = "agentrl/Search-v0"
 TASKS = load_split("Search", "train")[:2]
 CONFIG = RolloutConfig(max_turns=3, max_tokens_per_turn=12)
 TOOL_LOOP = [sys.executable, "-m", "trainers.agent_client", "trainers.agents.openai_sdk:tool_loop"]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return load_or_build_tiny_model()[1]
-
-
-@pytest.fixture(scope="module")
-def envs():
-    pool = EnvPool(lambda env_id: gym.make(env_id, split="train"))
-    yield pool
-    pool.close()
 
 
 def test_the_tool_loop_as_a_process_per_episode_is_played_and_scored(tokenizer, envs):

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-import gymnasium as gym
 import httpx
 import openai
 import pytest
@@ -23,8 +22,7 @@ from trainers.agent_program import AgentProgramRollout, AgentSession
 from trainers.agents.openai_sdk import text_loop
 from trainers.endpoint import PolicyEndpoint
 from trainers.generation import GeneratedTurn, TransformersGenerator
-from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
-from trainers.tiny_model import load_or_build_tiny_model
+from trainers.rollout import RolloutConfig, RolloutEngine, group_requests
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -35,18 +33,6 @@ ROUNDS = RolloutConfig(max_turns=3, max_tokens_per_turn=12, schedule="rounds", b
 """Round-synchronous, and the endpoint waits for every program's request however loaded the machine: both rollouts
 then generate the same batches, so even the logprobs are bit for bit equal (a batch of other rows gives the same
 tokens, but may round logprobs differently in the last bits)."""
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return load_or_build_tiny_model()
-
-
-@pytest.fixture(scope="module")
-def envs():
-    pool = EnvPool(lambda env_id: gym.make(env_id, split="train"))
-    yield pool
-    pool.close()
 
 
 class RecordingGenerator:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 
-import gymnasium as gym
 import pytest
 from agents import (
     Agent,
@@ -29,8 +28,7 @@ from tasks import load_split
 from tests.trainers.endpoint.test_endpoint import RecordingGenerator, ScriptedGenerator, generated_spans
 from trainers.agent_program import AgentProgramRollout, AgentSession
 from trainers.generation import TransformersGenerator
-from trainers.rollout import EnvPool, RolloutConfig
-from trainers.tiny_model import load_or_build_tiny_model
+from trainers.rollout import RolloutConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -66,18 +64,6 @@ def agents_sdk_program(session: AgentSession) -> None:
             await Runner.run(agent, session.prompt, context=session, max_turns=6)
 
     asyncio.run(run())  # closes its loop and the client (an unclosed one warns from a finaliser, at any moment)
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return load_or_build_tiny_model()
-
-
-@pytest.fixture(scope="module")
-def envs():
-    pool = EnvPool(lambda env_id: gym.make(env_id, split="train"))
-    yield pool
-    pool.close()
 
 
 def test_an_agents_sdk_program_calls_the_envs_tools_and_is_scored_with_its_history_matched(tiny, envs):
