@@ -139,17 +139,11 @@ def http_text_loop(session) -> None:
     """:func:`trainers.agents.openai_sdk.text_loop` with a bare HTTP client instead of the ``openai`` SDK."""
     import httpx
 
+    from trainers.agents.openai_sdk import play_text
+
     with httpx.Client(timeout=None) as http:
-        messages = [{"role": "user", "content": session.prompt}]
-        while True:
-            reply = http.post(f"{session.base_url}/chat/completions", json={"model": session.model,
-                                                                            "messages": messages}).json()
-            text = reply["choices"][0]["message"]["content"]
-            messages.append({"role": "assistant", "content": text})
-            observation = session.step(text)
-            if session.done:
-                return
-            messages.append({"role": "tool", "content": observation})
+        play_text(session, lambda messages: http.post(f"{session.base_url}/chat/completions", json={
+            "model": session.model, "messages": messages}).json()["choices"][0]["message"]["content"])
 
 
 _SHARED_CLIENTS: dict[str, Any] = {}
@@ -161,18 +155,14 @@ def shared_client_text_loop(session) -> None:
     which a program that makes one per episode pays every episode."""
     import openai
 
+    from trainers.agents.openai_sdk import play_text
+
     shared_url = session.base_url.split("/episodes/")[0] + "/v1"
     if shared_url not in _SHARED_CLIENTS:
         _SHARED_CLIENTS[shared_url] = openai.OpenAI(base_url=shared_url, api_key="-", max_retries=0)
     client = _SHARED_CLIENTS[shared_url].with_options(api_key=session.api_key)
-    messages = [{"role": "user", "content": session.prompt}]
-    while True:
-        text = client.chat.completions.create(model=session.model, messages=messages).choices[0].message.content
-        messages.append({"role": "assistant", "content": text})
-        observation = session.step(text)
-        if session.done:
-            return
-        messages.append({"role": "tool", "content": observation})
+    play_text(session, lambda messages: client.chat.completions.create(
+        model=session.model, messages=messages).choices[0].message.content)
 
 
 def measure_throughput(model, tokenizer, programs: int, repeats: int) -> tuple[dict[str, float], bool]:

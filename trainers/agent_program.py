@@ -319,8 +319,12 @@ class ProgramAgent:
         self.stats["history_edits"] += route.history_edits
         self.stats["segments_dropped"] += max(0, len(route.segments) - 1)
         record = route.record
-        if record is None:
+        if record is None:  # nothing to train on: a program that talks to some other model must not pass quietly
             self.stats["no_generation"] += 1
+            if not episode.infra_error and episode.stop_reason != "context":  # (a prompt over the budget is)
+                episode.stop_reason, episode.infra_error = "agent_error", True
+                episode.error = ("the agent program never asked the policy endpoint for a turn (at session.base_url): "
+                                 "it talks to another model, or to none, so the episode has no tokens to train on")
             return
         episode.prompt_ids = list(record.prompt_ids)
         episode.completion_ids = list(record.completion_ids)

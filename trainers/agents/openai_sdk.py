@@ -6,6 +6,8 @@ trains it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import openai
 
 from trainers.agent_program import AgentSession
@@ -38,11 +40,17 @@ def text_loop(session: AgentSession) -> None:
     the env as its action, each observation sent back as a tool message. Through the endpoint it plays exactly the
     episodes of the in-process rollout engine (the same ids, masks and logprobs)."""
     with openai.OpenAI(base_url=session.base_url, api_key=session.api_key, max_retries=0) as client:
-        messages = [{"role": "user", "content": session.prompt}]
-        for _ in range(MAX_REQUESTS):
-            text = client.chat.completions.create(model=session.model, messages=messages).choices[0].message.content
-            messages.append({"role": "assistant", "content": text})
-            observation = session.step(text)
-            if session.done:
-                return
-            messages.append({"role": "tool", "content": observation})
+        play_text(session, lambda messages: client.chat.completions.create(
+            model=session.model, messages=messages).choices[0].message.content)
+
+
+def play_text(session: AgentSession, complete: Callable[[list[dict]], str]) -> None:
+    """:func:`text_loop`'s episode with any client: ``complete`` sends the messages and returns the reply's text."""
+    messages = [{"role": "user", "content": session.prompt}]
+    for _ in range(MAX_REQUESTS):
+        text = complete(messages)
+        messages.append({"role": "assistant", "content": text})
+        observation = session.step(text)
+        if session.done:
+            return
+        messages.append({"role": "tool", "content": observation})

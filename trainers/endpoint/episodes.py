@@ -15,7 +15,7 @@ segment is the episode's token record (the one GRPO trains on); earlier ones sta
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,8 +172,3 @@ class EndpointEpisode:
         segment.messages.append(reply.message())
         self._texts[message_key(reply.message())] = reply.text
         self.generations += 1
-
-    def summary(self) -> Mapping[str, Any]:
-        """Counts for logs: segments, generations, history edits, whether the context ran out."""
-        return {"segments": len(self.segments), "generations": self.generations, "history_edits": self.history_edits,
-                "context_exhausted": self.context_exhausted}

@@ -28,11 +28,6 @@ from agentgym_envs.actions import ANSWER_TOOL, action_text, parse_action
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.DOTALL)
-IGNORED_PARAMETERS = frozenset({"temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "user",
-                                "metadata", "store", "parallel_tool_calls", "tool_choice", "response_format",
-                                "top_logprobs", "service_tier", "reasoning_effort", "logit_bias", "prompt_cache_key",
-                                "safety_identifier", "verbosity", "modalities", "prediction"})
-"""Request fields accepted and not acted on (sampling belongs to the trainer; the rest do not change tokens)."""
 
 
 class RequestError(Exception):

@@ -286,6 +286,20 @@ def test_a_crashing_or_hanging_program_ends_its_episode_unscored_and_counted(tin
     assert "within 0.5 s" in hung[0].error
 
 
+def model_free_program(session: AgentSession) -> None:
+    session.answer("1970")  # never asks the policy: whatever it plays, there is nothing to train on
+
+
+def test_a_program_that_never_asks_the_policy_is_unscored_never_a_silent_empty_sample(tiny, envs):
+    model, tokenizer = tiny
+    generator = TransformersGenerator(model, tokenizer.pad_token_id)
+    with AgentProgramRollout(generator, tokenizer, envs, model_free_program, CONFIG) as rollout:
+        [episode] = rollout.run([EpisodeRequest(ENV_ID, TASKS[0], 0, 0)])
+        assert rollout.agent.stats["no_generation"] == 1
+    assert episode.stop_reason == "agent_error" and not episode.scored
+    assert "never asked the policy endpoint for a turn" in episode.error and not episode.completion_ids
+
+
 def test_64_concurrent_programs_each_finish_with_their_own_record(tiny, envs):
     model, tokenizer = tiny
     tasks = load_split("Search", "train")[:16]
