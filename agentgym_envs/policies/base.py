@@ -67,7 +67,7 @@ class ScriptedAgent:
 
 
 def run_episode(env: gym.Env, policy: Policy, task: Task, *, seed: int | None = None,
-                shown_task: Task | None = None) -> Episode:
+                shown_task: Task | None = None, max_turns: int | None = None) -> Episode:
     """Play one episode of ``policy`` on ``task`` in ``env``, through :class:`~agentgym_envs.runner.EpisodeRunner`.
 
     Args:
@@ -77,6 +77,7 @@ def run_episode(env: gym.Env, policy: Policy, task: Task, *, seed: int | None = 
         seed: Passed to ``reset``.
         shown_task: What the policy is told about the task (default ``task``); pass
             ``prompt_only(task)`` to hide the gold answer and metadata.
+        max_turns: Most turns to play (the env's own turn limit also applies); None for the env's only.
 
     Raises:
         InfrastructureError: The env could not be reset (no sandbox); later faults end the episode with
@@ -84,7 +85,7 @@ def run_episode(env: gym.Env, policy: Policy, task: Task, *, seed: int | None = 
     """
     env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
     agent = ScriptedAgent(lambda _: policy, shown=(lambda _: shown_task) if shown_task is not None else None)
-    runner = EpisodeRunner(EnvPool(lambda _: env), workers=1)
+    runner = EpisodeRunner(EnvPool(lambda _: env), workers=1, max_turns=max_turns)
     return runner.run(agent, [EpisodeRequest(env_id=env_id, task=task, group=0, seed=seed)])[0]
 
 

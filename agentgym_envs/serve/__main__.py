@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not is_loopback(args.host) and not args.token:
         raise SystemExit(f"--host {args.host}: serving off loopback needs a token (--token or ${TOKEN_VARIABLE}); "
                          "every request must then carry it")
+    skip_web_interface()
     import uvicorn
 
     import agentgym_envs  # noqa: F401  (registers the ids)
@@ -86,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         uvicorn.run(build_app(served, token=args.token), host=args.host, port=args.port, log_level="warning",
                     ws_max_size=64 << 20)
     return 0
+
+
+def skip_web_interface() -> None:
+    """Keep openenv-core from importing gradio, for a web UI this server never mounts: openenv-core treats gradio as
+    optional (its package falls back when the import fails), and the import is about half of a server's start-up."""
+    sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]  (None in sys.modules: the import fails)
 
 
 def shared_service_kwargs(env_id: str, env_kwargs: dict[str, Any], stack: ExitStack) -> dict[str, Any]:
