@@ -9,10 +9,12 @@ Both rows use the same model (the tiny one by default) and the official ``openai
   messages, parsing the reply; the target, at most 2 ms p50, is judged on it), and the ``openai`` SDK plain and
   streamed (adding the SDK's own request building and response parsing, which any program using it pays).
 - **Throughput**: ``--programs`` agent programs at once on Search-v0 (:func:`trainers.agents.openai_sdk.text_loop`:
-  the model's text to the env as it is), in threads of this process, against the in-process rollout engine on the
-  same requests, alternating, ``--repeats`` times; episodes/s of each (median) and their ratio (the target: at
-  least 0.8), and whether both played the same tokens. The same programs with a bare HTTP client instead of the
-  SDK are timed beside them: the difference is the SDK's own work, which in threads shares this process's
+  the model's text to the env as it is, an ``openai`` client made per episode) against the in-process rollout engine
+  on the same requests, alternating, ``--repeats`` times; episodes/s of each (median), their ratio, and whether every
+  row played the same tokens. The judged row (the target: at least 0.8) runs the programs in ``--programs``
+  processes (:class:`~trainers.agent_program.WorkerPrograms`, each playing episode after episode). Beside it: the
+  same processes keeping one ``openai`` client each, and the programs in threads of this process (a client per
+  episode, a bare HTTP client per episode, one SDK client shared), where their work shares this process's
   interpreter lock with the generator.
 
 Example:
@@ -47,16 +49,18 @@ class Report:
     overhead_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     generation_ms_p50: float = 0.0
     in_process_eps: float = 0.0
-    endpoint_eps: float = 0.0
-    endpoint_http_eps: float = 0.0
-    endpoint_shared_eps: float = 0.0
+    episodes_per_s: dict[str, float] = field(default_factory=dict)
     same_tokens: bool = False
     programs: int = 0
 
+    def ratio_of(self, row: str) -> float:
+        """A row's episodes/s over the in-process engine's."""
+        return self.episodes_per_s[row] / self.in_process_eps if self.in_process_eps else float("nan")
+
     @property
     def ratio(self) -> float:
-        """Endpoint episodes/s over in-process episodes/s."""
-        return self.endpoint_eps / self.in_process_eps if self.in_process_eps else float("nan")
+        """The judged row's (programs in processes, a client per episode) episodes/s over in-process episodes/s."""
+        return self.ratio_of(JUDGED_ROW)
 
     @property
     def targets_met(self) -> bool:
@@ -165,17 +169,35 @@ def shared_client_text_loop(session) -> None:
         model=session.model, messages=messages).choices[0].message.content)
 
 
+THROUGHPUT_ROWS = {
+    "processes": "trainers.agents.openai_sdk:text_loop",
+    "processes, one client each": "benchmarks.policy_endpoint:shared_client_text_loop",
+    "threads": "trainers.agents.openai_sdk:text_loop",
+    "threads, bare HTTP": "benchmarks.policy_endpoint:http_text_loop",
+    "threads, one shared client": "benchmarks.policy_endpoint:shared_client_text_loop",
+}
+"""The agent-program rows: where the programs run (worker processes or threads of this process) and the program."""
+JUDGED_ROW = "processes"
+
+
+def _program(row: str, programs: int):
+    """The agent program of a throughput row."""
+    from trainers.agent_client import load_agent_program
+    from trainers.agent_program import WorkerPrograms
+
+    reference = THROUGHPUT_ROWS[row]
+    return WorkerPrograms(reference, programs) if row.startswith("processes") else load_agent_program(reference)
+
+
 def measure_throughput(model, tokenizer, programs: int, repeats: int) -> tuple[dict[str, float], bool]:
-    """Median episodes/s of the in-process engine and of ``programs`` concurrent agent programs (the SDK's and
-    the bare HTTP client's) on the same requests, alternating; whether every repeat played the same tokens each
-    way."""
+    """Median episodes/s of the in-process engine and of every row of ``programs`` concurrent agent programs on the
+    same requests, alternating; whether every repeat played the same tokens each way."""
     import gymnasium as gym
     import torch
 
     import agentgym_envs  # noqa: F401
     from tasks import load_split
     from trainers.agent_program import AgentProgramRollout
-    from trainers.agents.openai_sdk import text_loop
     from trainers.generation import TransformersGenerator
     from trainers.rollout import EnvPool, RolloutConfig, RolloutEngine, group_requests
 
@@ -185,15 +207,13 @@ def measure_throughput(model, tokenizer, programs: int, repeats: int) -> tuple[d
     pool = EnvPool(lambda env_id: gym.make(env_id, split="train"))
     generator = TransformersGenerator(model, tokenizer.pad_token_id)
     engine = RolloutEngine(generator, tokenizer, pool, config)
-    # the rows' programs: the openai SDK with a client per episode, a bare HTTP client, one shared SDK client
-    loops = {"endpoint": text_loop, "endpoint_http": http_text_loop, "endpoint_shared": shared_client_text_loop}
-    rates: dict[str, list[float]] = {"in_process": [], **{name: [] for name in loops}}
+    rates: dict[str, list[float]] = {"in_process": [], **{row: [] for row in THROUGHPUT_ROWS}}
     same = True
     try:
         with contextlib.ExitStack() as stack:
             rollouts = {"in_process": engine, **{
-                name: stack.enter_context(AgentProgramRollout(generator, tokenizer, pool, loop, config))
-                for name, loop in loops.items()}}
+                row: stack.enter_context(AgentProgramRollout(generator, tokenizer, pool, _program(row, programs),
+                                                             config)) for row in THROUGHPUT_ROWS}}
             for rollout in rollouts.values():  # warm-up: envs, caches, threads
                 rollout.run(requests)
             for repeat in range(repeats):
@@ -203,8 +223,8 @@ def measure_throughput(model, tokenizer, programs: int, repeats: int) -> tuple[d
                     started = time.perf_counter()
                     played[name] = rollout.run(requests)
                     rates[name].append(len(requests) / (time.perf_counter() - started))
-                same &= all(a.completion_ids == b.completion_ids and a.env_mask == b.env_mask for name in loops
-                            for a, b in zip(played["in_process"], played[name], strict=True))
+                same &= all(a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
+                            for row in THROUGHPUT_ROWS for a, b in zip(played["in_process"], played[row], strict=True))
     finally:
         pool.close()
     return {name: statistics.median(values) for name, values in rates.items()}, same
@@ -224,8 +244,8 @@ def run_benchmark(turns: int, programs: int, repeats: int) -> Report:
             generation += seconds
         report.generation_ms_p50 = statistics.median(generation) * 1000
         rates, report.same_tokens = measure_throughput(model, tokenizer, programs, repeats)
-        report.in_process_eps, report.endpoint_eps = rates["in_process"], rates["endpoint"]
-        report.endpoint_http_eps, report.endpoint_shared_eps = rates["endpoint_http"], rates["endpoint_shared"]
+        report.in_process_eps = rates.pop("in_process")
+        report.episodes_per_s = rates
     return report
 
 
@@ -237,13 +257,13 @@ def render(report: Report) -> None:
         verdict = f"target p50 <= {OVERHEAD_TARGET_MS} ms: {judged}" if kind == "http" else "with the SDK's own work"
         print(f"overhead per turn over in-process generation, {kind:15s} client: p50 {row['p50']:.2f} ms, "
               f"p90 {row['p90']:.2f} ms ({verdict})")
-    verdict = "ok" if report.ratio >= THROUGHPUT_TARGET else "MISSED"
-    print(f"{report.programs} agent programs: {report.endpoint_eps:.2f} episodes/s; in-process engine "
-          f"{report.in_process_eps:.2f}; ratio {report.ratio:.2f} (target >= {THROUGHPUT_TARGET}: {verdict}); with a "
-          f"bare HTTP client {report.endpoint_http_eps:.2f} episodes/s, ratio "
-          f"{report.endpoint_http_eps / report.in_process_eps:.2f}; with one SDK client shared by the episodes "
-          f"{report.endpoint_shared_eps:.2f}, ratio {report.endpoint_shared_eps / report.in_process_eps:.2f}; "
-          f"same tokens: {'yes' if report.same_tokens else 'NO'}")
+    print(f"in-process rollout engine: {report.in_process_eps:.2f} episodes/s")
+    for row, rate in report.episodes_per_s.items():
+        verdict = "ok" if report.ratio_of(row) >= THROUGHPUT_TARGET else "MISSED"
+        judged = f" (target >= {THROUGHPUT_TARGET}: {verdict})" if row == JUDGED_ROW else ""
+        print(f"{report.programs} agent programs in {row}: {rate:.2f} episodes/s, ratio {report.ratio_of(row):.2f}"
+              f"{judged}")
+    print(f"same tokens in every row: {'yes' if report.same_tokens else 'NO'}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,13 +8,21 @@ same program function runs either way::
 
     python -m trainers.agent_client trainers.agents.openai_sdk:tool_loop
 
+A worker process (:class:`~trainers.agent_program.WorkerPrograms` starts them) plays episode after episode
+instead: it asks the endpoint for the next episode waiting for a program, plays it, reports how the program ended,
+and asks again, so the program is imported once per process, not once per episode::
+
+    python -m trainers.agent_client --worker http://127.0.0.1:PORT trainers.agents.openai_sdk:tool_loop
+
 This module imports nothing heavy (no torch, no environments): a process per episode starts in well under a second.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import EntryPoint
 from typing import Any
@@ -23,6 +31,12 @@ import httpx
 
 SESSION_URL_ENV = "AGENTRL_SESSION_URL"
 """The environment variable holding the episode's session URL."""
+NEXT_EPISODE_ROUTE = "/agents/next"
+"""``GET`` on the endpoint: the next episode waiting for a worker (204 when none came within ``wait_s``)."""
+CLAIM_WAIT_S = 30.0
+"""How long a worker's request for the next episode waits on the endpoint before it asks again."""
+ERROR_CHARS = 2000
+"""Most characters of a crashed program's traceback reported."""
 
 
 class EpisodeEnded(RuntimeError):
@@ -37,6 +51,8 @@ class RemoteSession:
         base_url: The episode's OpenAI ``base_url``.
         api_key: The key to send (any works).
         timeout_s: Most seconds an env step may take (None: no limit).
+        http: The HTTP client to use (a worker's, kept over its episodes; None: one of the session's own, closed
+            with it).
 
     Attributes:
         model: The model name to request.
@@ -44,11 +60,13 @@ class RemoteSession:
         tools: The env's tools and the ``answer`` tool, as OpenAI function schemas.
     """
 
-    def __init__(self, session_url: str, base_url: str, api_key: str = "-", *, timeout_s: float | None = None) -> None:
+    def __init__(self, session_url: str, base_url: str, api_key: str = "-", *, timeout_s: float | None = None,
+                 http: httpx.Client | None = None) -> None:
         self.session_url = session_url
         self.base_url = base_url
         self.api_key = api_key
-        self._http = httpx.Client(timeout=timeout_s)
+        self._owns_http = http is None
+        self._http = httpx.Client(timeout=timeout_s) if http is None else http
         described = self._http.get(session_url)
         if described.status_code != 200:
             raise EpisodeEnded(_error_message(described))
@@ -103,8 +121,9 @@ class RemoteSession:
         return answered["observation"]
 
     def close(self) -> None:
-        """Close the HTTP client."""
-        self._http.close()
+        """Close the HTTP client (unless it was given)."""
+        if self._owns_http:
+            self._http.close()
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -133,20 +152,61 @@ def load_agent_program(reference: str) -> Callable[[Any], None]:
     return program
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m trainers.agent_client package.module:function``: play this process's episode with it."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if len(argv) != 1:
-        print("usage: python -m trainers.agent_client package.module:function", file=sys.stderr)
-        return 2
-    program = load_agent_program(argv[0])
-    session = RemoteSession.from_environment()
+def play(program: Callable[[Any], None], session: RemoteSession) -> str | None:
+    """Run ``program`` on ``session``; None when it returned (or the runner ended the episode first: nothing is
+    lost), else the end of its traceback."""
     try:
         program(session)
     except EpisodeEnded:
-        pass  # the runner ended the episode first (its turn limit): nothing is lost
+        pass
+    except Exception:  # the program's own fault: reported, the runner ends the episode unscored
+        return traceback.format_exc()[-ERROR_CHARS:]
+    return None
+
+
+def work(endpoint_url: str, program: Callable[[Any], None]) -> None:
+    """Play the endpoint's episodes with ``program``, one after another, until the endpoint is gone (the trainer
+    ended) or says it is closing (410)."""
+    with httpx.Client(timeout=None) as http:
+        while True:
+            try:
+                claimed = http.get(endpoint_url + NEXT_EPISODE_ROUTE, params={"wait_s": CLAIM_WAIT_S})
+            except httpx.TransportError:
+                return
+            if claimed.status_code == 410:
+                return
+            if claimed.status_code == 204:
+                continue
+            claimed.raise_for_status()
+            episode = claimed.json()
+            try:
+                session = RemoteSession(episode["session_url"], episode["base_url"], episode["api_key"], http=http)
+            except EpisodeEnded:
+                continue  # it ended before this worker got to it
+            error = play(program, session)
+            http.post(episode["session_url"] + "/end", json={"error": error})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trainers.agent_client [--worker ENDPOINT_URL] package.module:function``: play this process's
+    episode with it, or, as a worker, the endpoint's episodes one after another."""
+    parser = argparse.ArgumentParser(prog="python -m trainers.agent_client", description=main.__doc__)
+    parser.add_argument("program", help="the agent program, as package.module:function")
+    parser.add_argument("--worker", metavar="ENDPOINT_URL", help="play the episodes of this policy endpoint "
+                        "(http://host:port) one after another instead of the one in the environment")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    program = load_agent_program(args.program)
+    if args.worker is not None:
+        work(args.worker.rstrip("/"), program)
+        return 0
+    session = RemoteSession.from_environment()
+    try:
+        error = play(program, session)
     finally:
         session.close()
+    if error is not None:
+        print(error, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -23,6 +23,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -38,7 +39,7 @@ import torch
 from agentgym_envs.actions import ANSWER_TOOL_SCHEMA, answer_action
 from agentgym_envs.runner import AGENT_STOPS, AgentStop, AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from tasks import Task
-from trainers.agent_client import SESSION_URL_ENV, EpisodeEnded
+from trainers.agent_client import SESSION_URL_ENV, EpisodeEnded, load_agent_program
 from trainers.endpoint.episodes import EndpointEpisode
 from trainers.endpoint.openai_format import call_action
 from trainers.endpoint.server import PolicyEndpoint
@@ -62,10 +63,13 @@ class AgentSession:
         tools: The env's tools and the ``answer`` tool, as OpenAI function schemas.
         task: The task (for a program that wants its id or family).
         session_url: Where a program in its own process reaches this session (:class:`RemoteSession`).
+        endpoint_url: The policy endpoint's root URL (where worker processes ask for episodes).
+        offer: Offers the episode to the endpoint's worker processes (:meth:`hand_off`).
     """
 
     def __init__(self, base_url: str, api_key: str, model: str, prompt: str, tools: Sequence[Mapping[str, Any]],
-                 task: Task, session_url: str = "") -> None:
+                 task: Task, session_url: str = "", *, endpoint_url: str = "",
+                 offer: Callable[[], None] | None = None) -> None:
         self.base_url = base_url
         self.api_key = api_key
         self.model = model
@@ -73,7 +77,10 @@ class AgentSession:
         self.tools = [dict(tool) for tool in tools]
         self.task = task
         self.session_url = session_url
+        self.endpoint_url = endpoint_url
         self.thinking = True
+        self._offer = offer
+        self._program_end: Future | None = None
         self._done = False
         self._events: queue.Queue = queue.Queue()
         self._pending: Future | None = None
@@ -116,6 +123,20 @@ class AgentSession:
         self.report("action", action)
         return self._pending
 
+    def hand_off(self) -> Future:
+        """Offer the episode to a worker process (:class:`WorkerPrograms`): a future of how its program ended
+        (None, or the end of its traceback), set by :meth:`program_ended`."""
+        if self._offer is None:
+            raise RuntimeError("AgentSession.hand_off: this session was made without a policy endpoint to offer it to")
+        self._program_end = Future()
+        self._offer()
+        return self._program_end
+
+    def program_ended(self, error: str | None) -> None:
+        """A worker process's program returned (``error`` None) or raised (its traceback)."""
+        if self._program_end is not None and not self._program_end.done():
+            self._program_end.set_result(error)
+
     def on_end(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the runner ends the episode (e.g. to stop the program's process)."""
         self._on_end.append(callback)
@@ -149,6 +170,7 @@ class AgentSession:
                 self._pending.set_exception(EpisodeEnded("the episode was ended by the runner (timeout)"))
             else:
                 self._pending.set_result(observation)
+        self.program_ended(None)  # a worker's program learns of the end at its next call; no one waits for it
         for callback in self._on_end:
             callback()
 
@@ -188,6 +210,69 @@ class CommandProgram:
         if process.returncode and not session.done:
             raise RuntimeError(f"{self.argv[0]} exited with status {process.returncode}; its stderr ended:\n"
                                f"{stderr.decode(errors='replace')[-ERROR_CHARS:]}")
+
+
+class WorkerPrograms:
+    """An agent program run by long-lived worker processes, episode after episode.
+
+    Each worker is ``python -m trainers.agent_client --worker ENDPOINT program``: it imports the program once, asks
+    the endpoint for the next episode waiting for a program, plays it, reports how the program ended, and asks
+    again. Programs run beside the trainer rather than inside it (no interpreter lock shared with generation, no
+    process started per episode). A program that raises ends its episode unscored (``agent_error``, with the
+    worker's traceback); a worker that dies mid-episode leaves it to the runner's timeout (``agent_timeout``) and
+    is started again for the next episode (one whose program hangs stays busy: a hung program's process is yours to
+    stop).
+
+    Args:
+        program: The agent program, as ``"package.module:function"`` (a function of a session).
+        workers: Worker processes (at least the episodes played at once, for no episode to wait for one).
+        env: More environment variables for them.
+        cwd: Their working folder (None: this process's).
+    """
+
+    def __init__(self, program: str, workers: int = 16, *, env: Mapping[str, str] | None = None,
+                 cwd: str | None = None) -> None:
+        if workers < 1:
+            raise ValueError(f"WorkerPrograms.workers: expected >= 1, got {workers}")
+        load_agent_program(program)  # a wrong reference fails here, not in every worker
+        self.program = program
+        self.workers = workers
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self._processes: list[subprocess.Popen] = []
+        self._endpoint_url = ""
+        self._lock = threading.Lock()
+
+    def __call__(self, session: AgentSession) -> None:
+        self._keep_running(session.endpoint_url)
+        error = session.hand_off().result()
+        if error is not None:
+            raise RuntimeError(f"the agent program raised in its worker process:\n{error}")
+
+    def _keep_running(self, endpoint_url: str) -> None:
+        """Start the workers for ``endpoint_url`` (again where one has exited)."""
+        with self._lock:
+            if endpoint_url != self._endpoint_url:
+                self.close()
+                self._endpoint_url = endpoint_url
+            self._processes = [process for process in self._processes if process.poll() is None]
+            argv = [sys.executable, "-m", "trainers.agent_client", "--worker", endpoint_url, self.program]
+            while len(self._processes) < self.workers:
+                self._processes.append(subprocess.Popen(argv, env={**os.environ, **self.env}, cwd=self.cwd,
+                                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                        start_new_session=True))
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the workers started (for the next episode) and not yet stopped."""
+        return [process.pid for process in self._processes]
+
+    def close(self) -> None:
+        """Stop the workers."""
+        for process in self._processes:
+            _kill_group(process)
+            process.wait()
+        self._processes = []
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -248,7 +333,8 @@ class ProgramAgent:
                                            episode_id=f"{self._run}-{episode.index}", position=episode.index)
         tools = [*info.get("tools", []), ANSWER_TOOL_SCHEMA]
         session = AgentSession(self.endpoint.base_url(route.id), route.id, self.endpoint.model_name, prompt, tools,
-                               task, self.endpoint.session_url(route.id))
+                               task, self.endpoint.session_url(route.id), endpoint_url=self.endpoint.url,
+                               offer=lambda: self.endpoint.offer_episode(route.id))
         self.endpoint.sessions[route.id] = session
         self._playing[episode.index] = _Playing(session, route)
 
@@ -364,8 +450,10 @@ class AgentProgramRollout:
         return self.runner.run(self.agent, requests, max_turns=max_turns)
 
     def close(self) -> None:
-        """Stop the endpoint (the envs are the caller's)."""
+        """Stop the endpoint, and the program's worker processes if it has them (the envs are the caller's)."""
         self.endpoint.close()
+        if isinstance(self.agent.program, WorkerPrograms):
+            self.agent.program.close()
 
     def __enter__(self) -> AgentProgramRollout:
         return self

@@ -7,10 +7,12 @@ trains it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import openai
 
-from trainers.agent_program import AgentSession
+if TYPE_CHECKING:  # a program's process needs no torch and no envs: the session is an AgentSession or its remote twin
+    from trainers.agent_program import AgentSession
 
 MAX_REQUESTS = 16
 """Most chat completions per episode (the env's turn limit usually ends it first)."""

@@ -14,6 +14,12 @@ prompt, the tool schemas and the model name; ``POST .../session/call`` with ``{"
 a tool (``POST .../session/step`` with ``{"action": ...}`` hands the env an action in its own text format), answered
 with ``{"observation": ..., "done": ...}`` once the env has stepped (409 when the episode is over).
 
+Long-lived worker processes (:class:`~trainers.agent_program.WorkerPrograms`) take their episodes from
+``GET /agents/next?wait_s=S``: the next episode offered to a worker (:meth:`PolicyEndpoint.offer_episode`), as
+``{"episode", "session_url", "base_url", "api_key"}``, or 204 when none was offered within ``S`` seconds (410 once
+the server is closing). A worker reports how its program ended with ``POST .../session/end`` and
+``{"error": null}`` or ``{"error": "<traceback>"}``.
+
 Requests of all episodes that arrive together are generated in one batch by the trainer's
 :class:`~trainers.generation.Generator` (transformers on CPU, vLLM on GPU), on one thread that owns it. Each turn
 is sampled with the seed its episode gives it, so an episode's tokens do not depend on what else shared its batch,
@@ -39,6 +45,7 @@ import torch
 from aiohttp import web
 
 from agentgym_envs.search.server import is_loopback
+from trainers.agent_client import CLAIM_WAIT_S, NEXT_EPISODE_ROUTE
 from trainers.chat import ChatTokens
 from trainers.endpoint.episodes import EndpointEpisode
 from trainers.endpoint.openai_format import (
@@ -75,6 +82,9 @@ class EnvSession(Protocol):
 
     def submit(self, action: str) -> Future:
         """Hand the env an action; a future of its observation (of ``EpisodeEnded`` once the episode is over)."""
+
+    def program_ended(self, error: str | None) -> None:
+        """The program a worker process ran on this episode returned (``error`` None) or raised (its traceback)."""
 
 
 @dataclass
@@ -127,6 +137,11 @@ class _Batcher:
         """Drop these prefix caches (on the generator's thread, before its next batch)."""
         with self._wake:
             self._released.extend(keys)
+
+    @property
+    def closed(self) -> bool:
+        """:meth:`close` was called."""
+        return self._closed
 
     def close(self) -> None:
         with self._wake:
@@ -218,6 +233,8 @@ class PolicyEndpoint:
         self.sessions: dict[str, EnvSession] = {}
         self.errors: Counter[str] = Counter()
         self.requests = 0
+        self._offered: asyncio.Queue[str | None] | None = None  # made on the server's loop; None: closing
+        self._workers_waiting = 0
         self._batcher = _Batcher(generator, config, stop_token_ids(tokenizer), batch_window_s, expected_requests)
         self._loop = asyncio.new_event_loop()
         self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False)
@@ -228,13 +245,16 @@ class PolicyEndpoint:
     # ---------------------------------------------------------------- lifecycle
 
     async def _start(self, host: str, port: int) -> int:
+        self._offered = asyncio.Queue()
         await self._runner.setup()
         await web.TCPSite(self._runner, host, port).start()
         return self._runner.addresses[0][1]
 
     def close(self) -> None:
-        """Stop serving: waiting requests get a 503, the generator's thread ends."""
+        """Stop serving: waiting requests get a 503 (a worker's request for an episode a 410), the generator's thread
+        ends."""
         self._batcher.close()
+        self._loop.call_soon_threadsafe(self._release_workers)
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -272,6 +292,11 @@ class PolicyEndpoint:
         self._batcher.release([(episode_id, n) for n in range(1, len(episode.segments) + 1)])
         return episode
 
+    def offer_episode(self, episode_id: str) -> None:
+        """Hand an open episode (its session registered in :attr:`sessions`) to the next worker process that asks
+        (``GET /agents/next``)."""
+        self._loop.call_soon_threadsafe(self._offered.put_nowait, episode_id)
+
     def forget_episode(self, episode_id: str) -> None:
         """Drop a finished episode's record and session (its routes then answer 404)."""
         self.episodes.pop(episode_id, None)
@@ -284,6 +309,11 @@ class PolicyEndpoint:
     def base_url(self, episode_id: str) -> str:
         """The ``base_url`` an OpenAI client of this episode uses."""
         return f"http://{self.host}:{self.port}/episodes/{episode_id}/v1"
+
+    @property
+    def url(self) -> str:
+        """The server's root URL (what worker processes are given)."""
+        return f"http://{self.host}:{self.port}"
 
     @property
     def shared_base_url(self) -> str:
@@ -300,6 +330,8 @@ class PolicyEndpoint:
         app.router.add_get("/episodes/{episode}/session", self._session)
         app.router.add_post("/episodes/{episode}/session/step", self._session_step)
         app.router.add_post("/episodes/{episode}/session/call", self._session_step)
+        app.router.add_post("/episodes/{episode}/session/end", self._session_end)
+        app.router.add_get(NEXT_EPISODE_ROUTE, self._next_episode)
         return app
 
     def _env_session(self, request: web.Request) -> EnvSession:
@@ -329,6 +361,45 @@ class PolicyEndpoint:
         except RuntimeError as exc:  # EpisodeEnded: the episode ended before or while the step waited
             return web.json_response(RequestError(409, str(exc), code="episode_finished").body(), status=409)
         return web.json_response({"observation": observation, "done": session.done})
+
+    async def _session_end(self, request: web.Request) -> web.Response:
+        try:
+            session = self._env_session(request)
+            body = await self._json(request)
+            if not isinstance(body, dict) or not isinstance(body.get("error"), str | None):
+                raise RequestError(400, 'expected {"error": null} or {"error": "<traceback>"}', param="error")
+        except RequestError as exc:
+            return web.json_response(exc.body(), status=exc.status)
+        session.program_ended(body["error"])
+        return web.json_response({})
+
+    async def _next_episode(self, request: web.Request) -> web.Response:
+        """The next offered episode whose session is still open; 204 when none came in ``wait_s``."""
+        try:
+            wait_s = float(request.query.get("wait_s", CLAIM_WAIT_S))
+        except ValueError:
+            return web.json_response(RequestError(400, "wait_s: expected seconds", param="wait_s").body(), status=400)
+        deadline = self._loop.time() + max(0.0, wait_s)
+        while not self._batcher.closed:
+            self._workers_waiting += 1
+            try:
+                episode_id = await asyncio.wait_for(self._offered.get(), max(0.0, deadline - self._loop.time()))
+            except TimeoutError:
+                return web.Response(status=204)
+            finally:
+                self._workers_waiting -= 1
+            if episode_id is None:  # closing
+                break
+            if episode_id in self.sessions:
+                return web.json_response({"episode": episode_id, "session_url": self.session_url(episode_id),
+                                          "base_url": self.base_url(episode_id), "api_key": episode_id})
+        return web.json_response(RequestError(410, "the policy endpoint is shutting down",
+                                              code="server_closed").body(), status=410)
+
+    def _release_workers(self) -> None:
+        """Answer every worker waiting for an episode (the server is closing)."""
+        for _ in range(self._workers_waiting):
+            self._offered.put_nowait(None)
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(models_body(self.model_name))

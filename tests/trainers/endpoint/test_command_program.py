@@ -1,9 +1,11 @@
-"""Agent programs as commands: one process per episode, the env reached over the endpoint's session routes."""
+"""Agent programs in their own processes: a command per episode, or worker processes that play episode after
+episode; the env reached over the endpoint's session routes."""
 
 from __future__ import annotations
 
 import os
 import sys
+import textwrap
 import time
 
 import pytest
@@ -14,13 +16,14 @@ from agentgym_envs.runner import EpisodeRequest
 from tasks import load_split
 from tests.trainers.endpoint.test_endpoint import ScriptedGenerator, generated_spans
 from trainers.agent_client import RemoteSession
-from trainers.agent_program import AgentProgramRollout, CommandProgram
+from trainers.agent_program import AgentProgramRollout, CommandProgram, WorkerPrograms
 from trainers.rollout import RolloutConfig
 
 ENV_ID = "agentrl/Search-v0"
 TASKS = load_split("Search", "train")[:2]
 CONFIG = RolloutConfig(max_turns=3, max_tokens_per_turn=12)
 TOOL_LOOP = [sys.executable, "-m", "trainers.agent_client", "trainers.agents.openai_sdk:tool_loop"]
+SEARCH_THEN_ANSWER = [tool_call_action("search", query="birth year"), answer_action("1970")]
 
 
 def test_the_tool_loop_as_a_process_per_episode_is_played_and_scored(tokenizer, envs):
@@ -70,3 +73,41 @@ def _alive(pid: int) -> bool:
 def test_a_process_not_started_by_a_runner_is_told_what_it_lacks():
     with pytest.raises(ValueError, match="expected AGENTRL_SESSION_URL and OPENAI_BASE_URL in the environment"):
         RemoteSession.from_environment({})
+
+
+def test_a_worker_process_plays_episode_after_episode_and_stops_with_the_rollout(tokenizer, envs):
+    workers = WorkerPrograms("trainers.agents.openai_sdk:tool_loop", workers=1)
+    generator = ScriptedGenerator(tokenizer, SEARCH_THEN_ANSWER * 2)
+    with AgentProgramRollout(generator, tokenizer, envs, workers, CONFIG) as rollout:
+        episodes, pids = [], []
+        for i, task in enumerate(TASKS):
+            episodes += rollout.run([EpisodeRequest(ENV_ID, task, i, i)])
+            pids.append(workers.pids)
+        assert rollout.endpoint.errors == {} and not rollout.endpoint.sessions
+        processes = list(workers._processes)
+
+    assert len(pids[0]) == 1 and pids[0] == pids[1]  # the same process played both episodes
+    for i, episode in enumerate(episodes):
+        assert episode.stop_reason == "answered" and episode.scored, episode.error
+        assert [call["name"] for call in episode.tool_calls] == ["search"]
+        assert generated_spans(episode) == generator.ids[2 * i:2 * i + 2]
+    assert all(process.poll() is not None for process in processes) and workers.pids == []
+
+
+def test_a_program_that_raises_in_a_worker_is_an_unscored_agent_error_and_the_worker_plays_on(tokenizer, envs,
+                                                                                              tmp_path, monkeypatch):
+    (tmp_path / "crashing_agent.py").write_text(textwrap.dedent("""
+        def program(session):
+            session.call("search", {"query": "birth year"})
+            raise RuntimeError("the agent's own bug")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    workers = WorkerPrograms("crashing_agent:program", workers=1, env={"PYTHONPATH": str(tmp_path)})
+    generator = ScriptedGenerator(tokenizer, SEARCH_THEN_ANSWER)
+    with AgentProgramRollout(generator, tokenizer, envs, workers, CONFIG) as rollout:
+        episodes = [rollout.run([EpisodeRequest(ENV_ID, task, i, i)])[0] for i, task in enumerate(TASKS)]
+        assert len(workers.pids) == 1
+    for episode in episodes:
+        assert episode.stop_reason == "agent_error" and not episode.scored
+        assert "raised in its worker process" in episode.error and "the agent's own bug" in episode.error
+        assert [call["name"] for call in episode.tool_calls] == ["search"]  # what it did before is on the record
