@@ -42,7 +42,7 @@ from agentgym_envs.registration import canonical_env_id, registered_ids
 from tasks import Task, make_sampler
 from tasks.curriculum import TaskSampler
 from trainers.agent_client import load_agent_program
-from trainers.agent_program import AgentProgramFn, AgentProgramRollout, CommandProgram
+from trainers.agent_program import AgentProgramFn, AgentProgramRollout, CommandProgram, WorkerPrograms
 from trainers.cli_help import FULL_HELP_FLAG, own_fields, short_help
 from trainers.generation import Generator, TransformersGenerator, VLLMGenerator
 from trainers.horizon import HorizonSchedule
@@ -127,6 +127,9 @@ class AgentGRPOConfig(GRPOConfig):
         "help": "Train an agent program that is a command, run once per episode in its own process (split like a "
                 "shell line): it finds the policy in OPENAI_BASE_URL and the env in AGENTRL_SESSION_URL, e.g. "
                 "'python -m trainers.agent_client pkg.module:function' (docs/agent-programs.md)."})
+    agent_workers: int = field(default=0, metadata={
+        "help": "With agent_program: run it in this many long-lived worker processes, each playing episode after "
+                "episode (trainers.agent_program.WorkerPrograms), instead of threads of the trainer; 0: threads."})
     agent_timeout_s: float = field(default=300.0, metadata={
         "help": "With agent_program: most seconds a program may take between two env calls; slower ones end their "
                 "episode unscored (agent_timeout)."})
@@ -163,6 +166,9 @@ class AgentGRPOConfig(GRPOConfig):
             load_agent_program(self.agent_program)  # fail at start, not at the first rollout
         if self.agent_command is not None and not shlex.split(self.agent_command):
             raise ValueError("agent_command: expected a command, got an empty one")
+        if self.agent_workers < 0 or (self.agent_workers and self.agent_program is None):
+            raise ValueError(f"agent_workers: expected 0, or >= 1 with agent_program set, got {self.agent_workers} "
+                             f"with agent_program={self.agent_program!r}")
         if self.agent_timeout_s <= 0:
             raise ValueError(f"agent_timeout_s: expected > 0, got {self.agent_timeout_s}")
 
@@ -194,6 +200,8 @@ class AgentGRPOConfig(GRPOConfig):
 
     def agent_program_fn(self) -> AgentProgramFn | None:
         """The agent program trained (``agent_program`` or ``agent_command``); None: agentrl's own rollout loop."""
+        if self.agent_program is not None and self.agent_workers:
+            return WorkerPrograms(self.agent_program, self.agent_workers)
         if self.agent_program is not None:
             return load_agent_program(self.agent_program)
         if self.agent_command is not None:

@@ -14,6 +14,7 @@ from trl import ModelConfig, TrlParser
 
 import agentgym_envs  # noqa: F401
 from tasks import load_split
+from trainers.agent_program import WorkerPrograms
 from trainers.agents.openai_sdk import tool_loop
 from trainers.grpo import AgentGRPOConfig, build_trainer
 from trainers.tiny_model import TinyModelConfig, load_or_build_tiny_model
@@ -33,9 +34,10 @@ def make_config(tmp_path, **overrides) -> AgentGRPOConfig:
         "disable_tqdm": True, "agent_program": TOOL_LOOP, **overrides})
 
 
-def test_grpo_trains_the_openai_sdk_tool_loop_on_the_tokens_the_endpoint_recorded(tmp_path):
+@pytest.mark.parametrize("agent_workers", [0, 4], ids=["threads", "worker-processes"])
+def test_grpo_trains_the_openai_sdk_tool_loop_on_the_tokens_the_endpoint_recorded(tmp_path, agent_workers):
     model, tokenizer = load_or_build_tiny_model()
-    trainer = build_trainer(make_config(tmp_path), model, tokenizer, tasks={ENV_ID: TASKS},
+    trainer = build_trainer(make_config(tmp_path, agent_workers=agent_workers), model, tokenizer, tasks={ENV_ID: TASKS},
                             env_factory=lambda env_id: gym.make(env_id, split="train"))
     counter = iter(range(1_000_000))
     trainer.rollouts._normalized = lambda episode: float(next(counter) % 2 == 0)  # a stand-in verifier: 1, 0, ...
@@ -52,6 +54,8 @@ def test_grpo_trains_the_openai_sdk_tool_loop_on_the_tokens_the_endpoint_recorde
     assert len(records) == 2
     assert all(record["agent/agent_error"] == 0 and record["agent/history_edits"] == 0 for record in records)
     assert all(record["episodes/gen_tokens_mean"] > 0 for record in records)
+    if agent_workers:
+        assert trainer.rollouts.engine.agent.program.pids == []  # the workers stopped with the rollouts
 
 
 def test_the_recipe_trains_the_tool_loop_within_the_tiny_models_context(tmp_path):
@@ -74,3 +78,12 @@ def test_an_agent_program_that_cannot_be_imported_is_refused_at_start(tmp_path):
         make_config(tmp_path, agent_command="python -m trainers.agent_client " + TOOL_LOOP)
     command = make_config(tmp_path, agent_program=None, agent_command="python -m trainers.agent_client " + TOOL_LOOP)
     assert command.agent_program_fn().argv == ["python", "-m", "trainers.agent_client", TOOL_LOOP]
+
+
+def test_agent_workers_runs_the_program_in_worker_processes_and_needs_a_program(tmp_path):
+    workers = make_config(tmp_path, agent_workers=2).agent_program_fn()
+    assert isinstance(workers, WorkerPrograms) and (workers.program, workers.workers) == (TOOL_LOOP, 2)
+    with pytest.raises(ValueError, match="agent_workers: expected 0, or >= 1 with agent_program set"):
+        make_config(tmp_path, agent_workers=-1)
+    with pytest.raises(ValueError, match="agent_workers: expected 0, or >= 1 with agent_program set"):
+        make_config(tmp_path, agent_program=None, agent_workers=2)
