@@ -36,7 +36,7 @@ NEXT_EPISODE_ROUTE = "/agents/next"
 CLAIM_WAIT_S = 30.0
 """How long a worker's request for the next episode waits on the endpoint before it asks again."""
 ERROR_CHARS = 2000
-"""Most characters of a crashed program's traceback reported."""
+"""Most characters of a crashed program's traceback reported (and kept in the episode's error)."""
 
 
 class EpisodeEnded(RuntimeError):
@@ -184,7 +184,10 @@ def work(endpoint_url: str, program: Callable[[Any], None]) -> None:
             except EpisodeEnded:
                 continue  # it ended before this worker got to it
             error = play(program, session)
-            http.post(episode["session_url"] + "/end", json={"error": error})
+            try:
+                http.post(episode["session_url"] + "/end", json={"error": error})
+            except httpx.TransportError:
+                return
 
 
 def main(argv: Sequence[str] | None = None) -> int:

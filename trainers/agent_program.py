@@ -39,7 +39,7 @@ import torch
 from agentgym_envs.actions import ANSWER_TOOL_SCHEMA, answer_action
 from agentgym_envs.runner import AGENT_STOPS, AgentStop, AgentTurn, EnvPool, Episode, EpisodeRequest, EpisodeRunner
 from tasks import Task
-from trainers.agent_client import SESSION_URL_ENV, EpisodeEnded, load_agent_program
+from trainers.agent_client import ERROR_CHARS, SESSION_URL_ENV, EpisodeEnded, load_agent_program
 from trainers.endpoint.episodes import EndpointEpisode
 from trainers.endpoint.openai_format import call_action
 from trainers.endpoint.server import PolicyEndpoint
@@ -48,8 +48,6 @@ from trainers.rollout import RolloutConfig, turn_seed
 
 AGENT_EVENTS = ("history_edits", "segments_dropped", "no_generation", "agent_error", "agent_timeout")
 """What :attr:`ProgramAgent.stats` counts per batch."""
-ERROR_CHARS = 2000
-"""Most characters of a crashed program's traceback kept in :attr:`Episode.error`."""
 
 
 class AgentSession:

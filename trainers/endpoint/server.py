@@ -252,7 +252,9 @@ class PolicyEndpoint:
 
     def close(self) -> None:
         """Stop serving: waiting requests get a 503 (a worker's request for an episode a 410), the generator's thread
-        ends."""
+        ends. Closing again does nothing."""
+        if self._loop.is_closed():
+            return
         self._batcher.close()
         self._loop.call_soon_threadsafe(self._release_workers)
         with contextlib.suppress(Exception):
@@ -370,7 +372,7 @@ class PolicyEndpoint:
                 raise RequestError(400, 'expected {"error": null} or {"error": "<traceback>"}', param="error")
         except RequestError as exc:
             return web.json_response(exc.body(), status=exc.status)
-        session.program_ended(body["error"])
+        session.program_ended(body.get("error"))
         return web.json_response({})
 
     async def _next_episode(self, request: web.Request) -> web.Response:

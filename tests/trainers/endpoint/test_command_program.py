@@ -111,3 +111,24 @@ def test_a_program_that_raises_in_a_worker_is_an_unscored_agent_error_and_the_wo
         assert episode.stop_reason == "agent_error" and not episode.scored
         assert "raised in its worker process" in episode.error and "the agent's own bug" in episode.error
         assert [call["name"] for call in episode.tool_calls] == ["search"]  # what it did before is on the record
+
+
+def test_a_worker_that_dies_mid_episode_times_the_episode_out_and_is_started_again(tokenizer, envs, tmp_path,
+                                                                                  monkeypatch):
+    (tmp_path / "dying_agent.py").write_text(textwrap.dedent("""
+        import os
+
+        def program(session):
+            session.call("search", {"query": "birth year"})
+            os._exit(1)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    workers = WorkerPrograms("dying_agent:program", workers=1, env={"PYTHONPATH": str(tmp_path)})
+    generator = ScriptedGenerator(tokenizer, SEARCH_THEN_ANSWER)
+    with AgentProgramRollout(generator, tokenizer, envs, workers, CONFIG, timeout_s=2.0) as rollout:
+        episodes, pids = [], []
+        for i, task in enumerate(TASKS):
+            episodes += rollout.run([EpisodeRequest(ENV_ID, task, i, i)])
+            pids.append(workers.pids)
+    assert all(e.stop_reason == "agent_timeout" and not e.scored for e in episodes)
+    assert len(pids[1]) == 1 and pids[1] != pids[0]  # a fresh worker played the second episode

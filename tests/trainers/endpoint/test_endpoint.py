@@ -4,6 +4,7 @@ gets an OpenAI error or a counted stop while the server stays up."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -248,6 +249,31 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(endpoint):
         client.chat.completions.create(model="m", messages=hello)
     assert endpoint.errors == {"episode_not_found": 1, "400": 3, "context_length_exceeded": 1,
                                "episode_finished": 1}
+
+
+def test_workers_are_handed_open_episodes_in_order_and_told_when_the_server_closes(tiny):
+    model, tokenizer = tiny
+    server = PolicyEndpoint(TransformersGenerator(model, tokenizer.pad_token_id), tokenizer, CONFIG)
+    with server:
+        next_url = server.url + "/agents/next"
+        assert httpx.get(next_url, params={"wait_s": 0.05}).status_code == 204  # none offered
+        assert httpx.get(next_url, params={"wait_s": "soon"}).status_code == 400
+        for name in ("gone", "open"):
+            server.sessions[name] = object()  # (the session routes are not used here)
+            server.offer_episode(name)
+        server.sessions.pop("gone")  # it ended before a worker asked: skipped
+        claimed = httpx.get(next_url, params={"wait_s": 5}).json()
+        assert claimed == {"episode": "open", "session_url": server.session_url("open"),
+                           "base_url": server.base_url("open"), "api_key": "open"}
+        ended = httpx.post(server.session_url("nope") + "/end", json={"error": None})
+        assert ended.status_code == 404
+        with httpx.Client(timeout=30) as waiting, concurrent.futures.ThreadPoolExecutor(1) as pool:
+            asked = pool.submit(waiting.get, next_url, params={"wait_s": 25})
+            time.sleep(0.3)  # the worker's request is waiting on the server
+            started = time.monotonic()
+            server.close()
+            assert asked.result().status_code == 410 and time.monotonic() - started < 10
+    # (closing again, on leaving the block, does nothing)
 
 
 def test_the_endpoint_listens_on_loopback_only_unless_told(tiny):
