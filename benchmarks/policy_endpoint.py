@@ -154,9 +154,9 @@ _SHARED_CLIENTS: dict[str, Any] = {}
 
 
 def shared_client_text_loop(session) -> None:
-    """:func:`trainers.agents.openai_sdk.text_loop` with one ``openai`` client for every episode (on the shared
-    ``/v1`` route, the episode named by its API key): a client costs about 20 ms to make (httpx loads the CA bundle),
-    which a program that makes one per episode pays every episode."""
+    """:func:`trainers.agents.openai_sdk.text_loop` with one ``openai`` client for every episode of this process (on
+    the shared ``/v1`` route, the episode named by its API key): a client costs 20-30 ms to make (httpx loads the CA
+    bundle), which a program that makes one per episode pays every episode."""
     import openai
 
     from trainers.agents.openai_sdk import play_text

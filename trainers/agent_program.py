@@ -242,8 +242,9 @@ class WorkerPrograms:
         self._lock = threading.Lock()
 
     def __call__(self, session: AgentSession) -> None:
+        ended = session.hand_off()  # (a session without an endpoint is refused here, before any worker starts)
         self._keep_running(session.endpoint_url)
-        error = session.hand_off().result()
+        error = ended.result()
         if error is not None:
             raise RuntimeError(f"the agent program raised in its worker process:\n{error}")
 
