@@ -9,13 +9,12 @@ Both rows use the same model (the tiny one by default) and the official ``openai
   messages, parsing the reply; the target, at most 2 ms p50, is judged on it), and the ``openai`` SDK plain and
   streamed (adding the SDK's own request building and response parsing, which any program using it pays).
 - **Throughput**: ``--programs`` agent programs at once on Search-v0 (:func:`trainers.agents.openai_sdk.text_loop`:
-  the model's text to the env as it is, an ``openai`` client made per episode) against the in-process rollout engine
-  on the same requests, alternating, ``--repeats`` times; episodes/s of each (median), their ratio, and whether every
-  row played the same tokens. The judged row (the target: at least 0.8) runs the programs in ``--programs``
-  processes (:class:`~trainers.agent_program.WorkerPrograms`, each playing episode after episode). Beside it: the
-  same processes keeping one ``openai`` client each, and the programs in threads of this process (a client per
-  episode, a bare HTTP client per episode, one SDK client shared), where their work shares this process's
-  interpreter lock with the generator.
+  the model's text to the env as it is, each episode's ``openai`` client derived from the process's one) against the
+  in-process rollout engine on the same requests, alternating, ``--repeats`` times; episodes/s of each (median), their
+  ratio, and whether every row played the same tokens. The judged row (the target: at least 0.8) runs the programs in
+  ``--programs`` processes (:class:`~trainers.agent_program.WorkerPrograms`, each playing episode after episode).
+  Beside it: the same processes making a client per episode, and the programs in threads of this process (the SDK, and
+  a bare HTTP client), where their work shares this process's interpreter lock with the generator.
 
 Example:
     python -m benchmarks.policy_endpoint
@@ -26,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import statistics
 import sys
@@ -139,42 +139,39 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": statistics.median(ordered), "p90": ordered[int(0.9 * (len(ordered) - 1))]}
 
 
-def http_text_loop(session) -> None:
-    """:func:`trainers.agents.openai_sdk.text_loop` with a bare HTTP client instead of the ``openai`` SDK."""
+@functools.cache
+def _http_client():
     import httpx
 
+    return httpx.Client(timeout=None)
+
+
+def http_text_loop(session) -> None:
+    """:func:`trainers.agents.openai_sdk.text_loop` with a bare HTTP client (one per process) instead of the ``openai``
+    SDK."""
     from trainers.agents.openai_sdk import play_text
 
-    with httpx.Client(timeout=None) as http:
-        play_text(session, lambda messages: http.post(f"{session.base_url}/chat/completions", json={
-            "model": session.model, "messages": messages}).json()["choices"][0]["message"]["content"])
+    play_text(session, lambda messages: _http_client().post(f"{session.base_url}/chat/completions", json={
+        "model": session.model, "messages": messages}).json()["choices"][0]["message"]["content"])
 
 
-_SHARED_CLIENTS: dict[str, Any] = {}
-
-
-def shared_client_text_loop(session) -> None:
-    """:func:`trainers.agents.openai_sdk.text_loop` with one ``openai`` client for every episode of this process (on
-    the shared ``/v1`` route, the episode named by its API key): a client costs 20-30 ms to make (httpx loads the CA
-    bundle), which a program that makes one per episode pays every episode."""
+def new_client_text_loop(session) -> None:
+    """:func:`trainers.agents.openai_sdk.text_loop` making its ``openai`` client for the episode, as a program that
+    does not keep one per process does (a client costs 20-40 ms to make: httpx loads the CA bundle)."""
     import openai
 
     from trainers.agents.openai_sdk import play_text
 
-    shared_url = session.base_url.split("/episodes/")[0] + "/v1"
-    if shared_url not in _SHARED_CLIENTS:
-        _SHARED_CLIENTS[shared_url] = openai.OpenAI(base_url=shared_url, api_key="-", max_retries=0)
-    client = _SHARED_CLIENTS[shared_url].with_options(api_key=session.api_key)
-    play_text(session, lambda messages: client.chat.completions.create(
-        model=session.model, messages=messages).choices[0].message.content)
+    with openai.OpenAI(base_url=session.base_url, api_key=session.api_key, max_retries=0) as client:
+        play_text(session, lambda messages: client.chat.completions.create(
+            model=session.model, messages=messages).choices[0].message.content)
 
 
 THROUGHPUT_ROWS = {
     "processes": "trainers.agents.openai_sdk:text_loop",
-    "processes, one client each": "benchmarks.policy_endpoint:shared_client_text_loop",
+    "processes, a client made per episode": "benchmarks.policy_endpoint:new_client_text_loop",
     "threads": "trainers.agents.openai_sdk:text_loop",
     "threads, bare HTTP": "benchmarks.policy_endpoint:http_text_loop",
-    "threads, one shared client": "benchmarks.policy_endpoint:shared_client_text_loop",
 }
 """The agent-program rows: where the programs run (worker processes or threads of this process) and the program."""
 JUDGED_ROW = "processes"

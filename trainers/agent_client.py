@@ -53,6 +53,8 @@ class RemoteSession:
         timeout_s: Most seconds an env step may take (None: no limit).
         http: The HTTP client to use (a worker's, kept over its episodes; None: one of the session's own, closed
             with it).
+        described: What ``GET session_url`` answers, when the caller has it already (a worker's claimed episode);
+            None: asked for.
 
     Attributes:
         model: The model name to request.
@@ -61,20 +63,23 @@ class RemoteSession:
     """
 
     def __init__(self, session_url: str, base_url: str, api_key: str = "-", *, timeout_s: float | None = None,
-                 http: httpx.Client | None = None) -> None:
+                 http: httpx.Client | None = None, described: Mapping[str, Any] | None = None) -> None:
         self.session_url = session_url
         self.base_url = base_url
         self.api_key = api_key
         self._owns_http = http is None
         self._http = httpx.Client(timeout=timeout_s) if http is None else http
-        described = self._http.get(session_url)
-        if described.status_code != 200:
-            raise EpisodeEnded(_error_message(described))
-        body = described.json()
+        body = self._describe() if described is None else described
         self.model: str = body["model"]
         self.prompt: str = body["prompt"]
         self.tools: list[dict[str, Any]] = body["tools"]
         self._done: bool = body["done"]
+
+    def _describe(self) -> Mapping[str, Any]:
+        response = self._http.get(self.session_url)
+        if response.status_code != 200:
+            raise EpisodeEnded(_error_message(response))
+        return response.json()
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> RemoteSession:
@@ -179,11 +184,10 @@ def work(endpoint_url: str, program: Callable[[Any], None]) -> None:
                 continue
             claimed.raise_for_status()
             episode = claimed.json()
-            try:
-                session = RemoteSession(episode["session_url"], episode["base_url"], episode["api_key"], http=http)
-            except EpisodeEnded:
+            if episode["session"]["done"]:
                 continue  # it ended before this worker got to it
-            error = play(program, session)
+            error = play(program, RemoteSession(episode["session_url"], episode["base_url"], episode["api_key"],
+                                                http=http, described=episode["session"]))
             try:
                 http.post(episode["session_url"] + "/end", json={"error": error})
             except httpx.TransportError:

@@ -16,7 +16,8 @@ with ``{"observation": ..., "done": ...}`` once the env has stepped (409 when th
 
 Long-lived worker processes (:class:`~trainers.agent_program.WorkerPrograms`) take their episodes from
 ``GET /agents/next?wait_s=S``: the next episode offered to a worker (:meth:`PolicyEndpoint.offer_episode`), as
-``{"episode", "session_url", "base_url", "api_key"}``, or 204 when none was offered within ``S`` seconds (410 once
+``{"episode", "session_url", "base_url", "api_key", "session"}`` (``session``: what ``GET .../session`` answers, so
+the worker starts without asking), or 204 when none was offered within ``S`` seconds (410 once
 the server is closing). A worker reports how its program ended with ``POST .../session/end`` and
 ``{"error": null}`` or ``{"error": "<traceback>"}``.
 
@@ -348,8 +349,7 @@ class PolicyEndpoint:
             session = self._env_session(request)
         except RequestError as exc:
             return web.json_response(exc.body(), status=exc.status)
-        return web.json_response({"prompt": session.prompt, "tools": session.tools, "model": session.model,
-                                  "done": session.done})
+        return web.json_response(_described(session))
 
     async def _session_step(self, request: web.Request) -> web.Response:
         try:
@@ -394,7 +394,8 @@ class PolicyEndpoint:
                 break
             if episode_id in self.sessions:
                 return web.json_response({"episode": episode_id, "session_url": self.session_url(episode_id),
-                                          "base_url": self.base_url(episode_id), "api_key": episode_id})
+                                          "base_url": self.base_url(episode_id), "api_key": episode_id,
+                                          "session": _described(self.sessions[episode_id])})
         return web.json_response(RequestError(410, "the policy endpoint is shutting down",
                                               code="server_closed").body(), status=410)
 
@@ -494,6 +495,11 @@ class PolicyEndpoint:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def _described(session: EnvSession) -> dict[str, Any]:
+    """A session as ``GET .../session`` answers it."""
+    return {"prompt": session.prompt, "tools": session.tools, "model": session.model, "done": session.done}
 
 
 def _session_action(route: str, body: object) -> str:

@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from types import SimpleNamespace
 
 import httpx
 import openai
@@ -258,13 +259,15 @@ def test_workers_are_handed_open_episodes_in_order_and_told_when_the_server_clos
         next_url = server.url + "/agents/next"
         assert httpx.get(next_url, params={"wait_s": 0.05}).status_code == 204  # none offered
         assert httpx.get(next_url, params={"wait_s": "soon"}).status_code == 400
-        for name in ("gone", "open"):
-            server.sessions[name] = object()  # (the session routes are not used here)
+        for name in ("gone", "open"):  # (the sessions are only described here)
+            server.sessions[name] = SimpleNamespace(prompt=f"task {name}", tools=[], model="m", done=False)
             server.offer_episode(name)
         server.sessions.pop("gone")  # it ended before a worker asked: skipped
         claimed = httpx.get(next_url, params={"wait_s": 5}).json()
+        described = {"prompt": "task open", "tools": [], "model": "m", "done": False}
         assert claimed == {"episode": "open", "session_url": server.session_url("open"),
-                           "base_url": server.base_url("open"), "api_key": "open"}
+                           "base_url": server.base_url("open"), "api_key": "open", "session": described}
+        assert httpx.get(server.session_url("open")).json() == described  # what a worker is spared asking
         ended = httpx.post(server.session_url("nope") + "/end", json={"error": None})
         assert ended.status_code == 404
         with httpx.Client(timeout=30) as waiting, concurrent.futures.ThreadPoolExecutor(1) as pool:
