@@ -141,6 +141,7 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
 
 @functools.cache
 def _http_client():
+    """This process's one bare HTTP client (making one loads the CA bundle, as an ``openai`` client's does)."""
     import httpx
 
     return httpx.Client(timeout=None)
